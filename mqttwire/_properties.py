@@ -1,0 +1,348 @@
+"""MQTT 5.0 properties (MQTT 5.0 §2.2.2): the ``Properties`` class and the property block
+reader and writer, shared by both implementations.
+
+``Properties`` keeps only the properties that are present in its instance ``__dict__``;
+every other name reads as None from the class.  Most packets carry two or three
+properties out of twenty-seven, so this is both the smallest and the fastest layout to
+build when decoding (unlike ``__slots__``, which would need every slot set).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ._constants import PacketType as P
+from ._errors import MalformedPacket, ProtocolError, rule
+from ._wire import (
+    Buffer,
+    encode_binary,
+    encode_utf8,
+    encode_varint,
+    overrun,
+    read_binary,
+    read_u16,
+    read_u32,
+    read_utf8,
+    read_varint,
+)
+
+__all__ = ["Properties", "WILL", "decode_properties", "encode_properties", "PROPERTY_NAMES"]
+
+#: Pseudo packet type for the Will Properties of CONNECT (MQTT 5.0 §3.1.3.2).
+WILL = 16
+
+# Value types (MQTT 5.0 §2.2.2.2, Table 2-4).
+BYTE, U16, U32, VARINT, UTF8, BINARY, PAIR = range(7)
+
+_ALL = frozenset(
+    (P.CONNECT, P.CONNACK, P.PUBLISH, WILL, P.PUBACK, P.PUBREC, P.PUBREL, P.PUBCOMP,
+     P.SUBSCRIBE, P.SUBACK, P.UNSUBSCRIBE, P.UNSUBACK, P.DISCONNECT, P.AUTH)
+)
+_MESSAGE = frozenset((P.PUBLISH, WILL))
+
+#: identifier -> (attribute name, value type, packet types that may carry it)
+_TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
+    0x01: ("payload_format_indicator", BYTE, _MESSAGE),
+    0x02: ("message_expiry_interval", U32, _MESSAGE),
+    0x03: ("content_type", UTF8, _MESSAGE),
+    0x08: ("response_topic", UTF8, _MESSAGE),
+    0x09: ("correlation_data", BINARY, _MESSAGE),
+    0x0B: ("subscription_identifiers", VARINT, frozenset((P.PUBLISH, P.SUBSCRIBE))),
+    0x11: ("session_expiry_interval", U32, frozenset((P.CONNECT, P.CONNACK, P.DISCONNECT))),
+    0x12: ("assigned_client_identifier", UTF8, frozenset((P.CONNACK,))),
+    0x13: ("server_keep_alive", U16, frozenset((P.CONNACK,))),
+    0x15: ("authentication_method", UTF8, frozenset((P.CONNECT, P.CONNACK, P.AUTH))),
+    0x16: ("authentication_data", BINARY, frozenset((P.CONNECT, P.CONNACK, P.AUTH))),
+    0x17: ("request_problem_information", BYTE, frozenset((P.CONNECT,))),
+    0x18: ("will_delay_interval", U32, frozenset((WILL,))),
+    0x19: ("request_response_information", BYTE, frozenset((P.CONNECT,))),
+    0x1A: ("response_information", UTF8, frozenset((P.CONNACK,))),
+    0x1C: ("server_reference", UTF8, frozenset((P.CONNACK, P.DISCONNECT))),
+    0x1F: ("reason_string", UTF8, frozenset(
+        (P.CONNACK, P.PUBACK, P.PUBREC, P.PUBREL, P.PUBCOMP, P.SUBACK, P.UNSUBACK,
+         P.DISCONNECT, P.AUTH))),
+    0x21: ("receive_maximum", U16, frozenset((P.CONNECT, P.CONNACK))),
+    0x22: ("topic_alias_maximum", U16, frozenset((P.CONNECT, P.CONNACK))),
+    0x23: ("topic_alias", U16, frozenset((P.PUBLISH,))),
+    0x24: ("maximum_qos", BYTE, frozenset((P.CONNACK,))),
+    0x25: ("retain_available", BYTE, frozenset((P.CONNACK,))),
+    0x26: ("user_properties", PAIR, _ALL),
+    0x27: ("maximum_packet_size", U32, frozenset((P.CONNECT, P.CONNACK))),
+    0x28: ("wildcard_subscription_available", BYTE, frozenset((P.CONNACK,))),
+    0x29: ("subscription_identifier_available", BYTE, frozenset((P.CONNACK,))),
+    0x2A: ("shared_subscription_available", BYTE, frozenset((P.CONNACK,))),
+}
+
+#: attribute name -> identifier, in identifier order (the order encoding writes them in).
+PROPERTY_NAMES: dict[str, int] = {name: pid for pid, (name, _, _) in _TABLE.items()}
+
+# Byte properties whose only values are 0 and 1 (MQTT 5.0 §3.1.2.11.7, §3.1.2.11.6,
+# §3.2.2.3.4, §3.2.2.3.5, §3.2.2.3.11-13; §3.3.2.3.2 for the Payload Format Indicator).
+_BOOLEAN_BYTES = frozenset((0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A))
+# "It is a Protocol Error to include the X with a value of 0": Receive Maximum (§3.1.2.11.3),
+# Maximum Packet Size (§3.1.2.11.4), Topic Alias ([MQTT-3.3.2-8]), Subscription Identifier
+# (§3.3.2.3.8).
+_NONZERO = frozenset((0x21, 0x27, 0x23, 0x0B))
+_MAX = {BYTE: 0xFF, U16: 0xFFFF, U32: 0xFFFF_FFFF, VARINT: 268_435_455}
+
+
+def _title(name: str) -> str:
+    return name.replace("_", " ").rstrip("s") if name.endswith("identifiers") else name.replace("_", " ")
+
+
+def _value_problem(pid: int, value: int) -> tuple[str, str] | None:
+    """(what, rule key) when an integer property value is out of its range."""
+    if pid in _BOOLEAN_BYTES and value > 1:
+        return f"{_title(_TABLE[pid][0])} is {value}, not 0 or 1", "property_value"
+    if value == 0 and pid in _NONZERO:
+        key = "topic_alias_zero" if pid == 0x23 else "property_value"
+        return f"{_title(_TABLE[pid][0])} is 0", key
+    return None
+
+
+class Properties:
+    """The MQTT 5.0 properties of a packet: every property is an attribute named in
+    snake_case, None when absent.  ``user_properties`` is a list of (key, value) string
+    pairs in wire order; ``subscription_identifiers`` a list of ints (PUBLISH may carry
+    several, SUBSCRIBE one).
+
+    >>> Properties(message_expiry_interval=300, response_topic="response")
+    Properties(message_expiry_interval=300, response_topic='response')
+    """
+
+    # Each property reads as None unless the instance sets it.
+    payload_format_indicator: int | None = None
+    message_expiry_interval: int | None = None
+    content_type: str | None = None
+    response_topic: str | None = None
+    correlation_data: bytes | None = None
+    subscription_identifiers: list[int] | None = None
+    session_expiry_interval: int | None = None
+    assigned_client_identifier: str | None = None
+    server_keep_alive: int | None = None
+    authentication_method: str | None = None
+    authentication_data: bytes | None = None
+    request_problem_information: int | None = None
+    will_delay_interval: int | None = None
+    request_response_information: int | None = None
+    response_information: str | None = None
+    server_reference: str | None = None
+    reason_string: str | None = None
+    receive_maximum: int | None = None
+    topic_alias_maximum: int | None = None
+    topic_alias: int | None = None
+    maximum_qos: int | None = None
+    retain_available: int | None = None
+    user_properties: list[tuple[str, str]] | None = None
+    maximum_packet_size: int | None = None
+    wildcard_subscription_available: int | None = None
+    subscription_identifier_available: int | None = None
+    shared_subscription_available: int | None = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        for name, value in kwargs.items():
+            if name not in PROPERTY_NAMES:
+                raise TypeError(f"Properties() got an unknown property {name!r}")
+            if value is None:
+                continue
+            if name == "user_properties":
+                value = [tuple(pair) for pair in value]
+            elif name == "subscription_identifiers":
+                value = list(value)
+            self.__dict__[name] = value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in PROPERTY_NAMES:
+            raise AttributeError(f"Properties has no property {name!r}")
+        object.__setattr__(self, name, value)
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        """The properties that are present, as (name, value), in identifier order."""
+        d = self.__dict__
+        for name in PROPERTY_NAMES:
+            value = d.get(name)
+            if value is not None and value != []:
+                yield name, value
+
+    def __bool__(self) -> bool:
+        return any(True for _ in self.items())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Properties):
+            return NotImplemented
+        return dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={value!r}" for name, value in self.items())
+        return f"Properties({inner})"
+
+
+def same_properties(a: Properties | None, b: Properties | None) -> bool:
+    """Packet equality treats an absent and an empty property set alike."""
+    if a is None or b is None:
+        return not a and not b
+    return a == b
+
+
+def decode_properties(
+    data: Buffer, pos: int, end: int, ptype: int, pname: str, version: int = 5
+) -> tuple[Properties | None, int]:
+    """Read a property block (its Variable Byte Integer length, then the properties) that
+    starts at ``pos`` and must end by ``end``: (Properties or None when empty, position
+    after the block).  ``ptype`` is the packet type, or WILL for Will Properties."""
+    length, pos = read_varint(data, pos, end, pname, "property length", version)
+    if length == 0:
+        return None, pos
+    block_end = pos + length
+    if block_end > end:
+        raise overrun(pname, "property block", pos)
+    props = Properties.__new__(Properties)
+    d = props.__dict__
+    while pos < block_end:
+        start = pos
+        pid, pos = read_varint(data, pos, block_end, pname, "property identifier", version)
+        entry = _TABLE.get(pid)
+        if entry is None:
+            raise MalformedPacket(
+                pname, f"unknown property identifier 0x{pid:02X}", offset=start,
+                rule=rule("property_identifier", version),
+            )
+        name, kind, allowed = entry
+        if ptype not in allowed:
+            where = "will properties" if ptype == WILL else pname
+            raise MalformedPacket(
+                pname, f"property 0x{pid:02X} ({_title(name)}) is not allowed in {where}",
+                offset=start, rule=rule("property_identifier", version),
+            )
+        field = _title(name)
+        if kind == BYTE:
+            if pos >= block_end:
+                raise overrun(pname, field, pos)
+            value: Any = data[pos]
+            pos += 1
+        elif kind == U16:
+            value = read_u16(data, pos, block_end, pname, field)
+            pos += 2
+        elif kind == U32:
+            value = read_u32(data, pos, block_end, pname, field)
+            pos += 4
+        elif kind == VARINT:
+            value, pos = read_varint(data, pos, block_end, pname, field, version)
+        elif kind == UTF8:
+            value, pos = read_utf8(data, pos, block_end, pname, field, version)
+        elif kind == BINARY:
+            value, pos = read_binary(data, pos, block_end, pname, field)
+        else:  # PAIR
+            key, pos = read_utf8(data, pos, block_end, pname, "user property name", version)
+            val, pos = read_utf8(data, pos, block_end, pname, "user property value", version)
+            value = (key, val)
+        if kind <= VARINT:
+            problem = _value_problem(pid, value)
+            if problem is not None:
+                raise ProtocolError(pname, problem[0], offset=start, rule=rule(problem[1], version))
+        if pid == 0x26:
+            d.setdefault("user_properties", []).append(value)
+        elif pid == 0x0B:
+            ids = d.setdefault("subscription_identifiers", [])
+            # PUBLISH may carry one per matching subscription (§3.3.2.3.8); SUBSCRIBE
+            # at most one (§3.8.2.1.2).
+            if ids and ptype != P.PUBLISH:
+                raise _duplicate(pname, pid, start, version)
+            ids.append(value)
+        elif name in d:
+            raise _duplicate(pname, pid, start, version)
+        else:
+            d[name] = value
+            if pid == 0x08 and ("+" in value or "#" in value):
+                raise ProtocolError(
+                    pname, "response topic contains a wildcard", offset=start,
+                    rule=rule("response_topic_wildcard", version),
+                )
+    if "authentication_data" in d and "authentication_method" not in d:
+        raise ProtocolError(
+            pname, "authentication data without an authentication method",
+            offset=block_end - length, rule=rule("auth_data_without_method", version),
+        )
+    return props, pos
+
+
+def _duplicate(pname: str, pid: int, pos: int, version: int) -> ProtocolError:
+    return ProtocolError(
+        pname, f"property 0x{pid:02X} ({_title(_TABLE[pid][0])}) appears more than once",
+        offset=pos, rule=rule("property_duplicate", version),
+    )
+
+
+def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes:
+    """The property block for ``props`` (length prefix included), refusing what
+    :func:`decode_properties` would refuse."""
+    if props is None:
+        return b"\x00"
+    if not isinstance(props, Properties):
+        raise TypeError(f"{pname}: properties must be Properties, not {type(props).__name__}")
+    out = bytearray()
+    has_method = False
+    has_data = False
+    for name, value in props.items():
+        pid = PROPERTY_NAMES[name]
+        _, kind, allowed = _TABLE[pid]
+        field = _title(name)
+        if ptype not in allowed:
+            where = "will properties" if ptype == WILL else pname
+            raise MalformedPacket(
+                pname, f"property 0x{pid:02X} ({field}) is not allowed in {where}",
+                rule=rule("property_identifier", 5),
+            )
+        if pid == 0x26:
+            for pair in value:
+                if len(pair) != 2:
+                    raise TypeError(f"{pname}: user properties must be (name, value) pairs")
+                out.append(pid)
+                out += encode_utf8(pair[0], pname, "user property name", 5)
+                out += encode_utf8(pair[1], pname, "user property value", 5)
+            continue
+        if pid == 0x0B:
+            if len(value) > 1 and ptype != P.PUBLISH:
+                raise _duplicate(pname, pid, None, 5)  # type: ignore[arg-type]
+            for ident in value:
+                _check_int(pname, pid, field, VARINT, ident)
+                out.append(pid)
+                out += encode_varint(ident)
+            continue
+        out.append(pid)
+        if kind == UTF8:
+            if pid == 0x08 and isinstance(value, str) and ("+" in value or "#" in value):
+                raise ProtocolError(
+                    pname, "response topic contains a wildcard",
+                    rule=rule("response_topic_wildcard", 5),
+                )
+            out += encode_utf8(value, pname, field, 5)
+            has_method |= pid == 0x15
+        elif kind == BINARY:
+            out += encode_binary(value, pname, field)
+            has_data |= pid == 0x16
+        else:
+            _check_int(pname, pid, field, kind, value)
+            size = {BYTE: 1, U16: 2, U32: 4}[kind]
+            out += value.to_bytes(size, "big")
+    if has_data and not has_method:
+        raise ProtocolError(
+            pname, "authentication data without an authentication method",
+            rule=rule("auth_data_without_method", 5),
+        )
+    return encode_varint(len(out)) + bytes(out)
+
+
+def _check_int(pname: str, pid: int, field: str, kind: int, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{pname}: {field} must be an int, not {type(value).__name__}")
+    if not 0 <= value <= _MAX[kind]:
+        raise ProtocolError(
+            pname, f"{field} {value} is out of range 0..{_MAX[kind]}",
+            rule=rule("property_value", 5),
+        )
+    problem = _value_problem(pid, value)
+    if problem is not None:
+        raise ProtocolError(pname, problem[0], rule=rule(problem[1], 5))

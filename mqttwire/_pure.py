@@ -1,0 +1,924 @@
+"""The pure-Python implementation of the mqttwire codec.
+
+It runs where no compiled wheel fits (PyPy, unusual platforms) and is the baseline the
+benchmarks compare the Cython extension ``mqttwire._speedups`` against.  The two have the
+same names, signatures and behaviour: the test suite runs every behavioural test on both.
+This module is the typed reference; its docstrings are the documentation of both.
+
+The hot path (fixed header, Remaining Length, PUBLISH, the four acknowledgements, the stream
+framing loop) lives here and, in C, in ``_speedups.pyx``.  The other packet types are
+decoded and encoded by the shared ``_cold`` module.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable, Union
+
+from . import _cold
+from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REASON_CODES, PacketType
+from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
+from ._properties import Properties, decode_properties, encode_properties, same_properties
+from ._wire import (
+    Buffer,
+    as_buffer,
+    check_packet_id,
+    encode_utf8,
+    encode_varint,
+    connect_order_error,
+    first_byte_error,
+    format_repr,
+    length_mismatch,
+    null_error,
+    overrun,
+    packet_id_zero_error,
+    reason_code_error,
+    remaining_length_error,
+    same_kind,
+    too_large,
+    topic_name_wildcard_error,
+    utf8_error,
+)
+
+__all__ = [
+    "Auth", "ConnAck", "Connect", "Disconnect", "PingReq", "PingResp", "PubAck", "PubComp",
+    "Publish", "PubRec", "PubRel", "SubAck", "Subscribe", "Subscription", "UnsubAck",
+    "Unsubscribe", "Will", "StreamDecoder", "decode", "decode_from", "encode",
+]
+
+Packet = Union[
+    "Connect", "ConnAck", "Publish", "PubAck", "PubRec", "PubRel", "PubComp", "Subscribe",
+    "SubAck", "Unsubscribe", "UnsubAck", "PingReq", "PingResp", "Disconnect", "Auth",
+]
+
+
+def _check_version(version: object) -> int:
+    if version != 5 and version != 4 and version != 3:
+        raise ValueError(f"protocol version must be 3, 4 or 5, not {version!r}")
+    return version  # type: ignore[return-value]
+
+
+class _PacketBase:
+    """encode_into() for every packet class; each class defines encode()."""
+
+    __slots__ = ()
+
+    def encode(self, version: int = 5) -> bytes:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def encode_into(self, buf: bytearray, version: int = 5) -> int:
+        """Append the encoded packet to ``buf``; return the number of bytes written."""
+        data = self.encode(version)
+        buf += data
+        return len(data)
+
+
+# ---------------------------------------------------------------------------------------
+# Packet classes
+
+
+class Will:
+    """The will message of a CONNECT (MQTT 5.0 §3.1.2.5, §3.1.3.2-3.1.3.4)."""
+
+    __slots__ = ("topic", "payload", "qos", "retain", "properties")
+
+    def __init__(
+        self, topic: str, payload: bytes = b"", *, qos: int = 0, retain: bool = False,
+        properties: Properties | None = None,
+    ) -> None:
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.properties = properties
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.topic == o.topic and self.payload == o.payload and self.qos == o.qos
+                and self.retain == o.retain and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("Will", (("topic", self.topic),), (
+            ("payload", self.payload, b""), ("qos", self.qos, 0),
+            ("retain", self.retain, False), ("properties", self.properties, None)))
+
+
+class Connect(_PacketBase):
+    """CONNECT (MQTT 3.1.1 §3.1, MQTT 5.0 §3.1).  The protocol name is derived from
+    ``protocol_version``: "MQIsdp" for level 3, "MQTT" otherwise.  The packet carries its
+    own level, so ``encode()`` ignores its ``version`` argument and ``decode()`` needs none."""
+
+    __slots__ = ("client_id", "protocol_version", "clean_start", "keep_alive", "username",
+                 "password", "will", "properties")
+    packet_type = PacketType.CONNECT
+
+    def __init__(
+        self, client_id: str, *, protocol_version: int = 5, clean_start: bool = True,
+        keep_alive: int = 60, username: str | None = None, password: bytes | None = None,
+        will: Will | None = None, properties: Properties | None = None,
+    ) -> None:
+        self.client_id = client_id
+        self.protocol_version = protocol_version
+        self.clean_start = clean_start
+        self.keep_alive = keep_alive
+        self.username = username
+        self.password = password
+        self.will = will
+        self.properties = properties
+
+    @property
+    def protocol_name(self) -> str:
+        return "MQIsdp" if self.protocol_version == 3 else "MQTT"
+
+    def encode(self, version: int = 5) -> bytes:
+        return _cold.encode_connect(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.client_id == o.client_id and self.protocol_version == o.protocol_version
+                and self.clean_start == o.clean_start and self.keep_alive == o.keep_alive
+                and self.username == o.username and self.password == o.password
+                and self.will == o.will and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("Connect", (("client_id", self.client_id),), (
+            ("protocol_version", self.protocol_version, 5), ("clean_start", self.clean_start, True),
+            ("keep_alive", self.keep_alive, 60), ("username", self.username, None),
+            ("password", self.password, None), ("will", self.will, None),
+            ("properties", self.properties, None)))
+
+
+class ConnAck(_PacketBase):
+    """CONNACK (MQTT 3.1.1 §3.2, MQTT 5.0 §3.2).  At levels 3 and 4, ``reason_code`` is the
+    connect return code (0-5)."""
+
+    __slots__ = ("session_present", "reason_code", "properties")
+    packet_type = PacketType.CONNACK
+
+    def __init__(
+        self, *, session_present: bool = False, reason_code: int = 0,
+        properties: Properties | None = None,
+    ) -> None:
+        self.session_present = session_present
+        self.reason_code = reason_code
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _cold.encode_connack(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.session_present == o.session_present and self.reason_code == o.reason_code
+                and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("ConnAck", (), (
+            ("session_present", self.session_present, False),
+            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+
+
+class Publish(_PacketBase):
+    """PUBLISH (MQTT 3.1.1 §3.3, MQTT 5.0 §3.3).  ``packet_id`` is present exactly when
+    ``qos`` > 0.  A v5 PUBLISH that uses a Topic Alias may have an empty ``topic``."""
+
+    __slots__ = ("topic", "payload", "qos", "retain", "dup", "packet_id", "properties")
+    packet_type = PacketType.PUBLISH
+
+    def __init__(
+        self, topic: str, payload: bytes = b"", *, qos: int = 0, retain: bool = False,
+        dup: bool = False, packet_id: int | None = None, properties: Properties | None = None,
+    ) -> None:
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.dup = dup
+        self.packet_id = packet_id
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _encode_publish(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.topic == o.topic and self.payload == o.payload and self.qos == o.qos
+                and self.retain == o.retain and self.dup == o.dup
+                and self.packet_id == o.packet_id
+                and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("Publish", (("topic", self.topic),), (
+            ("payload", self.payload, b""), ("qos", self.qos, 0), ("retain", self.retain, False),
+            ("dup", self.dup, False), ("packet_id", self.packet_id, None),
+            ("properties", self.properties, None)))
+
+
+class _Ack(_PacketBase):
+    """PUBACK, PUBREC, PUBREL and PUBCOMP: a packet identifier, and from MQTT 5.0 on a
+    reason code and properties (MQTT 5.0 §3.4-§3.7)."""
+
+    __slots__ = ("packet_id", "reason_code", "properties")
+    packet_type: PacketType
+
+    def __init__(
+        self, packet_id: int, *, reason_code: int = 0, properties: Properties | None = None
+    ) -> None:
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _encode_ack(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.packet_id == o.packet_id and self.reason_code == o.reason_code
+                and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr(type(self).__name__, (("packet_id", self.packet_id),), (
+            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+
+
+class PubAck(_Ack):
+    """PUBACK: the answer to a QoS 1 PUBLISH (MQTT 5.0 §3.4)."""
+
+    __slots__ = ()
+    packet_type = PacketType.PUBACK
+
+
+class PubRec(_Ack):
+    """PUBREC: the first answer to a QoS 2 PUBLISH (MQTT 5.0 §3.5)."""
+
+    __slots__ = ()
+    packet_type = PacketType.PUBREC
+
+
+class PubRel(_Ack):
+    """PUBREL: the answer to PUBREC; its first byte is 0x62 (MQTT 5.0 §3.6)."""
+
+    __slots__ = ()
+    packet_type = PacketType.PUBREL
+
+
+class PubComp(_Ack):
+    """PUBCOMP: the answer to PUBREL, closing a QoS 2 exchange (MQTT 5.0 §3.7)."""
+
+    __slots__ = ()
+    packet_type = PacketType.PUBCOMP
+
+
+class Subscription:
+    """One topic filter of a SUBSCRIBE with its options (MQTT 5.0 §3.8.3.1); before MQTT 5.0
+    only ``qos`` exists."""
+
+    __slots__ = ("topic_filter", "qos", "no_local", "retain_as_published", "retain_handling")
+
+    def __init__(
+        self, topic_filter: str, *, qos: int = 0, no_local: bool = False,
+        retain_as_published: bool = False, retain_handling: int = 0,
+    ) -> None:
+        self.topic_filter = topic_filter
+        self.qos = qos
+        self.no_local = no_local
+        self.retain_as_published = retain_as_published
+        self.retain_handling = retain_handling
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.topic_filter == o.topic_filter and self.qos == o.qos
+                and self.no_local == o.no_local
+                and self.retain_as_published == o.retain_as_published
+                and self.retain_handling == o.retain_handling)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("Subscription", (("topic_filter", self.topic_filter),), (
+            ("qos", self.qos, 0), ("no_local", self.no_local, False),
+            ("retain_as_published", self.retain_as_published, False),
+            ("retain_handling", self.retain_handling, 0)))
+
+
+class Subscribe(_PacketBase):
+    """SUBSCRIBE (MQTT 5.0 §3.8): a packet identifier and one or more Subscriptions."""
+
+    __slots__ = ("packet_id", "subscriptions", "properties")
+    packet_type = PacketType.SUBSCRIBE
+
+    def __init__(
+        self, packet_id: int, subscriptions: Iterable[Subscription], *,
+        properties: Properties | None = None,
+    ) -> None:
+        self.packet_id = packet_id
+        self.subscriptions = list(subscriptions)
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _cold.encode_subscribe(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.packet_id == o.packet_id and self.subscriptions == o.subscriptions
+                and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("Subscribe", (
+            ("packet_id", self.packet_id), ("subscriptions", self.subscriptions)),
+            (("properties", self.properties, None),))
+
+
+class SubAck(_PacketBase):
+    """SUBACK (MQTT 5.0 §3.9): one reason code (before 5.0: return code) per topic filter."""
+
+    __slots__ = ("packet_id", "reason_codes", "properties")
+    packet_type = PacketType.SUBACK
+
+    def __init__(
+        self, packet_id: int, reason_codes: Iterable[int], *,
+        properties: Properties | None = None,
+    ) -> None:
+        self.packet_id = packet_id
+        self.reason_codes = list(reason_codes)
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _cold.encode_suback(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.packet_id == o.packet_id and self.reason_codes == o.reason_codes
+                and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("SubAck", (
+            ("packet_id", self.packet_id), ("reason_codes", self.reason_codes)),
+            (("properties", self.properties, None),))
+
+
+class Unsubscribe(_PacketBase):
+    """UNSUBSCRIBE (MQTT 5.0 §3.10): a packet identifier and one or more topic filters."""
+
+    __slots__ = ("packet_id", "topic_filters", "properties")
+    packet_type = PacketType.UNSUBSCRIBE
+
+    def __init__(
+        self, packet_id: int, topic_filters: Iterable[str], *,
+        properties: Properties | None = None,
+    ) -> None:
+        self.packet_id = packet_id
+        self.topic_filters = list(topic_filters)
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _cold.encode_unsubscribe(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.packet_id == o.packet_id and self.topic_filters == o.topic_filters
+                and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("Unsubscribe", (
+            ("packet_id", self.packet_id), ("topic_filters", self.topic_filters)),
+            (("properties", self.properties, None),))
+
+
+class UnsubAck(_PacketBase):
+    """UNSUBACK (MQTT 5.0 §3.11): reason codes exist only in MQTT 5.0."""
+
+    __slots__ = ("packet_id", "reason_codes", "properties")
+    packet_type = PacketType.UNSUBACK
+
+    def __init__(
+        self, packet_id: int, reason_codes: Iterable[int] = (), *,
+        properties: Properties | None = None,
+    ) -> None:
+        self.packet_id = packet_id
+        self.reason_codes = list(reason_codes)
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _cold.encode_unsuback(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return (self.packet_id == o.packet_id and self.reason_codes == o.reason_codes
+                and same_properties(self.properties, o.properties))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("UnsubAck", (("packet_id", self.packet_id),), (
+            ("reason_codes", self.reason_codes, []), ("properties", self.properties, None)))
+
+
+class PingReq(_PacketBase):
+    """PINGREQ (MQTT 5.0 §3.12): two bytes, C0 00."""
+
+    __slots__ = ()
+    packet_type = PacketType.PINGREQ
+
+    def encode(self, version: int = 5) -> bytes:
+        _check_version(version)
+        return b"\xc0\x00"
+
+    def __eq__(self, other: object) -> bool:
+        return True if same_kind(self, other) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "PingReq()"
+
+
+class PingResp(_PacketBase):
+    """PINGRESP (MQTT 5.0 §3.13): two bytes, D0 00."""
+
+    __slots__ = ()
+    packet_type = PacketType.PINGRESP
+
+    def encode(self, version: int = 5) -> bytes:
+        _check_version(version)
+        return b"\xd0\x00"
+
+    def __eq__(self, other: object) -> bool:
+        return True if same_kind(self, other) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "PingResp()"
+
+
+class Disconnect(_PacketBase):
+    """DISCONNECT (MQTT 5.0 §3.14); before MQTT 5.0 it carries nothing."""
+
+    __slots__ = ("reason_code", "properties")
+    packet_type = PacketType.DISCONNECT
+
+    def __init__(self, *, reason_code: int = 0, properties: Properties | None = None) -> None:
+        self.reason_code = reason_code
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _cold.encode_disconnect(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return self.reason_code == o.reason_code and same_properties(self.properties, o.properties)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("Disconnect", (), (
+            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+
+
+class Auth(_PacketBase):
+    """AUTH (MQTT 5.0 §3.15), for extended authentication; MQTT 5.0 only."""
+
+    __slots__ = ("reason_code", "properties")
+    packet_type = PacketType.AUTH
+
+    def __init__(self, *, reason_code: int = 0, properties: Properties | None = None) -> None:
+        self.reason_code = reason_code
+        self.properties = properties
+
+    def encode(self, version: int = 5) -> bytes:
+        return _cold.encode_auth(self, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not same_kind(self, other):
+            return NotImplemented
+        o: Any = other
+        return self.reason_code == o.reason_code and same_properties(self.properties, o.properties)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return format_repr("Auth", (), (
+            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+
+
+_ACKS = {4: PubAck, 5: PubRec, 6: PubRel, 7: PubComp}
+_ACK_FIRST_BYTE = {4: 0x40, 5: 0x50, 6: 0x62, 7: 0x70}
+
+# ---------------------------------------------------------------------------------------
+# Encoding the hot packets
+
+
+def _encode_publish(pkt: Publish, version: int) -> bytes:
+    _check_version(version)
+    name = "PUBLISH"
+    qos = pkt.qos
+    if qos != 0 and qos != 1 and qos != 2:
+        raise MalformedPacket(name, f"QoS is {qos!r}, not 0, 1 or 2", rule=rule("qos_bits", version))
+    topic = pkt.topic
+    raw_topic = encode_utf8(topic, name, "topic name", version)
+    if "+" in topic or "#" in topic:
+        err = topic_name_wildcard_error(name, topic, 0, version)
+        err.offset = None
+        raise err
+    if not topic and (version < 5 or pkt.properties is None or pkt.properties.topic_alias is None):
+        if version < 5:
+            raise MalformedPacket(name, "topic name is empty", rule=rule("topic_length", version))
+        raise ProtocolError(
+            name, "topic name is empty and there is no topic alias",
+            rule=rule("topic_alias_missing", version),
+        )
+    if pkt.dup and not qos:
+        raise MalformedPacket(name, "DUP set on a QoS 0 message", rule=rule("dup_qos0", version))
+    payload = pkt.payload
+    if type(payload) is not bytes:
+        if not isinstance(payload, (bytearray, memoryview)):
+            raise TypeError(f"{name}: payload must be bytes, not {type(payload).__name__}")
+        payload = bytes(payload)
+    parts = [raw_topic]
+    if qos:
+        parts.append(check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big"))
+    elif pkt.packet_id is not None:
+        raise ProtocolError(name, "a QoS 0 message has no packet identifier")
+    if version == 5:
+        parts.append(encode_properties(pkt.properties, PacketType.PUBLISH, name))
+    elif pkt.properties:
+        raise ProtocolError(name, f"properties exist only in MQTT 5.0, not at level {version}")
+    parts.append(payload)
+    body = b"".join(parts)
+    length = len(body)
+    if length > MAX_REMAINING_LENGTH:
+        raise MalformedPacket(
+            name, f"packet too long to encode: Remaining Length {length} exceeds 268,435,455"
+        )
+    b0 = 0x30 | (0x08 if pkt.dup else 0) | (qos << 1) | (1 if pkt.retain else 0)
+    return bytes((b0,)) + encode_varint(length) + body
+
+
+def _encode_ack(pkt: _Ack, version: int) -> bytes:
+    _check_version(version)
+    ptype = pkt.packet_type
+    name = PACKET_NAMES[ptype]
+    pid = check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big")
+    code = pkt.reason_code
+    first = _ACK_FIRST_BYTE[ptype]
+    if version < 5:
+        if code:
+            raise ProtocolError(name, f"reason codes exist only in MQTT 5.0, not at level {version}")
+        if pkt.properties:
+            raise ProtocolError(name, f"properties exist only in MQTT 5.0, not at level {version}")
+        return bytes((first, 2)) + pid
+    if code not in REASON_CODES[ptype]:
+        raise MalformedPacket(
+            name, f"reason code {code!r} is not defined for {name}", rule=rule("reason_code", 5)
+        )
+    if pkt.properties:  # MQTT 5.0 §3.4.2.1: leave out what is not needed
+        props = encode_properties(pkt.properties, ptype, name)
+        return _cold.frame(first, pid + bytes((code,)) + props, name)
+    if code:
+        return bytes((first, 3)) + pid + bytes((code,))
+    return bytes((first, 2)) + pid
+
+
+def encode(packet: Packet, version: int = 5) -> bytes:
+    """Encode ``packet`` for protocol level ``version`` (a CONNECT uses its own level)."""
+    return packet.encode(version)
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding
+
+_NS = sys.modules[__name__]
+
+# _BAD_FIRST[v][b] is True when no packet at level v may start with byte b (reserved type,
+# wrong flags, QoS 3, DUP on QoS 0, AUTH before 5.0): one lookup on the hot path, and the
+# shared first_byte_error() words the error.
+_BAD_FIRST = {v: tuple(first_byte_error(b, v, 0) is not None for b in range(256)) for v in (3, 4, 5)}
+
+
+def _decode_publish(data: Buffer, pos: int, end: int, b0: int, version: int) -> Publish:
+    name = "PUBLISH"
+    if end - pos < 2:
+        raise overrun(name, "topic name", pos)
+    tstart = pos + 2
+    pos = tstart + ((data[pos] << 8) | data[pos + 1])
+    if pos > end:
+        raise overrun(name, "topic name", tstart - 2)
+    try:
+        topic = str(data[tstart:pos], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise utf8_error(name, "topic name", exc, tstart, version) from None
+    if "\x00" in topic:
+        raise null_error(name, "topic name", topic, tstart, version)
+    if "+" in topic or "#" in topic:
+        raise topic_name_wildcard_error(name, topic, tstart, version)
+    if not topic and version < 5:
+        raise MalformedPacket(
+            name, "topic name is empty", offset=tstart - 2, rule=rule("topic_length", version)
+        )
+    qos = (b0 >> 1) & 3
+    packet_id = None
+    if qos:
+        if end - pos < 2:
+            raise overrun(name, "packet identifier", pos)
+        packet_id = (data[pos] << 8) | data[pos + 1]
+        if not packet_id:
+            raise packet_id_zero_error(name, pos, version)
+        pos += 2
+    properties = None
+    if version == 5:
+        if pos < end and data[pos] == 0:  # the common case: no properties
+            pos += 1
+        else:
+            properties, pos = decode_properties(data, pos, end, PacketType.PUBLISH, name)
+        if not topic and (properties is None or properties.topic_alias is None):
+            raise ProtocolError(
+                name, "topic name is empty and there is no topic alias", offset=tstart - 2,
+                rule=rule("topic_alias_missing", version),
+            )
+    pkt = Publish.__new__(Publish)
+    pkt.topic = topic
+    pkt.payload = data[pos:end] if type(data) is bytes else bytes(data[pos:end])
+    pkt.qos = qos
+    pkt.retain = bool(b0 & 1)
+    pkt.dup = bool(b0 & 8)
+    pkt.packet_id = packet_id
+    pkt.properties = properties
+    return pkt
+
+
+def _decode_ack(data: Buffer, pos: int, end: int, b0: int, version: int) -> _Ack:
+    ptype = b0 >> 4
+    name = PACKET_NAMES[ptype]
+    if end - pos < 2:
+        raise overrun(name, "packet identifier", pos)
+    packet_id = (data[pos] << 8) | data[pos + 1]
+    if not packet_id:
+        raise packet_id_zero_error(name, pos, version)
+    code = 0
+    properties = None
+    if version == 5:
+        if end - pos > 2:  # MQTT 5.0 §3.4.2.1: Remaining Length 2 means Success
+            code = data[pos + 2]
+            if code not in REASON_CODES[ptype]:
+                raise reason_code_error(name, code, pos + 2, version)
+            if end - pos > 3:  # §3.4.2.2.1: under 4, no property length
+                properties, p = decode_properties(data, pos + 3, end, ptype, name)
+                if p != end:
+                    raise length_mismatch(name, p, end)
+    elif end - pos != 2:
+        raise length_mismatch(name, pos + 2, end)
+    pkt = _ACKS[ptype].__new__(_ACKS[ptype])
+    pkt.packet_id = packet_id
+    pkt.reason_code = code
+    pkt.properties = properties
+    return pkt
+
+
+def _decode_body(data: Buffer, pos: int, end: int, b0: int, version: int) -> Any:
+    """Decode the packet whose body is data[pos:end]; b0 has been checked."""
+    ptype = b0 >> 4
+    if ptype == 3:
+        return _decode_publish(data, pos, end, b0, version)
+    if 4 <= ptype <= 7:
+        return _decode_ack(data, pos, end, b0, version)
+    if ptype == 12 or ptype == 13:
+        if pos != end:
+            raise length_mismatch(PACKET_NAMES[ptype], pos, end)
+        return PingReq() if ptype == 12 else PingResp()
+    return _cold.DECODERS[ptype](data, pos, end, b0, version, _NS)
+
+
+def _header(data: Buffer, pos: int, n: int, version: int) -> tuple[int, int] | None:
+    """Parse the fixed header at ``pos``: (body start, packet end), or None when more
+    bytes are needed.  Raises as soon as the bytes present are wrong."""
+    b0 = data[pos]
+    if _BAD_FIRST[version][b0]:
+        raise first_byte_error(b0, version, pos)  # type: ignore[misc]
+    i = pos + 1
+    length = 0
+    shift = 0
+    while True:
+        if i >= n:
+            return None
+        byte = data[i]
+        i += 1
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+        if shift == 28:  # a fifth byte is coming (MQTT 5.0 §1.5.5)
+            raise remaining_length_error(pos + 1, 5, version, PACKET_NAMES[b0 >> 4])
+    # A last byte of 0 after continuation bytes adds nothing: not the shortest form.
+    if byte == 0 and i - pos > 2:
+        raise remaining_length_error(pos + 1, i - pos - 1, version, PACKET_NAMES[b0 >> 4])
+    return i, i + length
+
+
+def decode_from(data: Any, offset: int = 0, *, version: int = 5) -> tuple[Packet, int] | None:
+    """Decode the packet that starts at ``offset`` in ``data`` (bytes, bytearray or
+    memoryview): (packet, offset just after it), or None when ``data`` ends before the
+    packet does.  Bad bytes raise an MQTTWireError subclass, as soon as they are seen."""
+    _check_version(version)
+    if type(data) is not bytes:
+        data = as_buffer(data)
+    n = len(data)
+    if not 0 <= offset <= n:
+        raise ValueError(f"offset {offset} is outside the data (0..{n})")
+    if offset == n:
+        return None
+    header = _header(data, offset, n, version)
+    if header is None:
+        return None
+    body, end = header
+    if end > n:
+        return None
+    return _decode_body(data, body, end, data[offset], version), end
+
+
+def decode(data: Any, *, version: int = 5) -> Packet:
+    """Decode ``data``, which must hold exactly one packet."""
+    _check_version(version)
+    data = as_buffer(data)
+    result = decode_from(data, 0, version=version)
+    n = len(data)
+    if result is None:
+        raise _incomplete(data, n, version)
+    packet, end = result
+    if end != n:
+        raise MalformedPacket(
+            PACKET_NAMES[data[0] >> 4], f"{n - end} byte(s) after the end of the packet",
+            offset=end,
+        )
+    return packet
+
+
+def _incomplete(data: Buffer, n: int, version: int) -> IncompletePacket:
+    if n == 0:
+        return IncompletePacket("packet", "no bytes", offset=0)
+    name = PACKET_NAMES[data[0] >> 4]
+    header = _header(data, 0, n, version)
+    if header is None:
+        return IncompletePacket(name, "incomplete fixed header", offset=n)
+    return IncompletePacket(
+        name, f"incomplete packet: {header[1]} bytes needed, {n} given", offset=n
+    )
+
+
+class StreamDecoder:
+    """Decodes a byte stream (one direction of a connection) into packets, whatever the
+    chunking.
+
+    ``version`` is the protocol level; None makes a server-side decoder that learns it from
+    the CONNECT that must come first [MQTT-3.1.0-1] (and refuses a second one
+    [MQTT-3.1.0-2]).  ``version`` stays readable and writable: a client-side decoder can be
+    told the level after the fact.  ``max_packet_size`` (whole packet, fixed header
+    included) is enforced from the fixed header alone, before the body is buffered.
+
+    Memory: at most one incomplete packet is kept between calls.  After an error the
+    decoder is broken for good: every later ``feed()`` raises the same error, since a
+    stream that lost its framing cannot be trusted again.  The error's ``offset`` is its
+    position in the whole stream, and its ``packets`` the packets that the failing call
+    completed before the bad bytes.
+
+    Not thread-safe: use one decoder per connection and thread.
+    """
+
+    __slots__ = ("version", "max_packet_size", "_learn", "_buffer", "_need", "_consumed",
+                 "_error", "_feeding")
+
+    def __init__(self, version: int | None = None, *, max_packet_size: int | None = None) -> None:
+        if version is not None:
+            _check_version(version)
+        if max_packet_size is not None and max_packet_size < 2:
+            raise ValueError(f"max_packet_size must be at least 2, not {max_packet_size}")
+        self.version = version
+        self.max_packet_size = max_packet_size
+        self._learn = version is None
+        self._buffer = bytearray()  # the incomplete packet carried over to the next feed()
+        self._need = 0  # its full size once its fixed header is known, else 0
+        self._consumed = 0  # stream offset of self._buffer[0]
+        self._error: MQTTWireError | None = None
+        self._feeding = False
+
+    def feed(self, chunk: Any) -> list[Packet]:
+        """Add ``chunk`` to the stream; return the packets it completes, in order."""
+        if self._error is not None:
+            self._error.packets = []
+            raise self._error
+        if self._feeding:
+            raise RuntimeError("StreamDecoder.feed() is not re-entrant")
+        self._feeding = True
+        try:
+            return self._feed(chunk)
+        finally:
+            self._feeding = False
+
+    def _feed(self, chunk: Any) -> list[Packet]:
+        chunk = as_buffer(chunk)
+        buf = self._buffer
+        if buf:
+            # Append (amortised O(1)) and parse nothing until the pending packet can be
+            # complete: a large packet fed one byte at a time stays linear.
+            buf += chunk
+            if len(buf) < self._need:
+                return []
+            view = memoryview(buf)
+            try:
+                pos, out = self._parse(view)
+            finally:
+                view.release()  # decoded packets hold copies, never views of the buffer
+            del buf[:pos]
+        else:
+            # Nothing pending: parse the chunk in place and keep only its incomplete tail.
+            pos, out = self._parse(chunk)
+            if pos < len(chunk):
+                buf += chunk[pos:]
+        return out
+
+    def _parse(self, data: Buffer) -> tuple[int, list[Packet]]:
+        """Decode the complete packets at the start of ``data``: (bytes used, packets)."""
+        n = len(data)
+        pos = 0
+        out: list[Packet] = []
+        limit = self.max_packet_size
+        self._need = 0
+        try:
+            while pos < n:
+                version = self.version
+                b0 = data[pos]
+                if self._learn:
+                    err = connect_order_error(b0, pos, version)
+                    if err is not None:
+                        raise err
+                    if version is None:
+                        version = 5
+                header = _header(data, pos, n, version)  # type: ignore[arg-type]
+                if header is None:
+                    break
+                body, end = header
+                if limit is not None and end - pos > limit:
+                    raise too_large(PACKET_NAMES[b0 >> 4], pos, end - pos, limit)
+                if end > n:
+                    self._need = end - pos
+                    break
+                packet = _decode_body(data, body, end, b0, version)  # type: ignore[arg-type]
+                if self.version is None:
+                    self.version = packet.protocol_version
+                out.append(packet)
+                pos = end
+        except MQTTWireError as exc:
+            if exc.offset is not None:
+                exc.offset += self._consumed
+            exc.packets = out
+            self._error = exc
+            self._buffer = bytearray()
+            raise
+        self._consumed += pos
+        return pos, out
+
+    @property
+    def buffered(self) -> int:
+        """How many bytes of an incomplete packet are held."""
+        return len(self._buffer)
+
+    def __repr__(self) -> str:
+        state = "failed" if self._error is not None else f"{len(self._buffer)} bytes buffered"
+        return f"StreamDecoder(version={self.version!r}, max_packet_size={self.max_packet_size!r}, {state})"

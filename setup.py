@@ -1,0 +1,34 @@
+"""Build the Cython extension, or on purpose a pure-Python wheel.
+
+``MQTTWIRE_PURE_PYTHON=1`` at build time builds without the extension (for PyPy and
+platforms without a compiler).  Otherwise the extension is required: a failed compile fails
+the build loudly, because a silently slow install is worse than a clear error.
+"""
+
+import os
+import platform
+
+from setuptools import Extension, setup
+
+PURE = bool(os.environ.get("MQTTWIRE_PURE_PYTHON")) or platform.python_implementation() != "CPython"
+
+if PURE:
+    print("*** mqttwire: pure-Python build (no C extension) ***")
+    ext_modules = []
+else:
+    from Cython.Build import cythonize
+
+    print("*** mqttwire: accelerated build (Cython extension) ***")
+    ext_modules = cythonize(
+        [Extension("mqttwire._speedups", ["mqttwire/_speedups.pyx"])],
+        compiler_directives={
+            "language_level": 3,
+            "embedsignature": True,
+            # binding=True makes inspect.signature work on the extension's classes, which
+            # the API-parity test compares with the fallback's.
+            "binding": True,
+            "freethreading_compatible": True,
+        },
+    )
+
+setup(ext_modules=ext_modules)

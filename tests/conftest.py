@@ -1,0 +1,55 @@
+"""Shared fixtures: every behavioural test runs against both implementations.
+
+The ``codec`` fixture hands each test the module ``mqttwire._speedups`` (id "cython") and
+``mqttwire._pure`` (id "python") in the same run.  A missing extension is a test failure,
+not a skip: pass ``--no-c-extensions`` to leave the Cython items out on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--no-c-extensions",
+        action="store_true",
+        help="deselect the tests of mqttwire._speedups (for a pure-Python install)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--no-c-extensions"):
+        return
+    kept, dropped = [], []
+    for item in items:
+        (dropped if item.get_closest_marker("c_extension") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _load(name: str) -> ModuleType:
+    # An ImportError here fails every test that uses the extension: that is the point.
+    return importlib.import_module(name)
+
+
+IMPLEMENTATIONS = [
+    pytest.param("mqttwire._speedups", id="cython", marks=pytest.mark.c_extension),
+    pytest.param("mqttwire._pure", id="python"),
+]
+
+
+@pytest.fixture(scope="session", params=IMPLEMENTATIONS)
+def codec(request: pytest.FixtureRequest) -> ModuleType:
+    """The codec module under test: mqttwire._speedups or mqttwire._pure."""
+    return _load(request.param)
+
+
+@pytest.fixture(scope="session")
+def both_codecs() -> tuple[ModuleType, ModuleType]:
+    """(cython, python), for tests that compare the two implementations directly."""
+    return _load("mqttwire._speedups"), _load("mqttwire._pure")
