@@ -1,0 +1,1087 @@
+# cython: language_level=3, freethreading_compatible=True
+"""The Cython implementation of the mqttwire codec.
+
+Same names, signatures and behaviour as ``mqttwire._pure`` (whose docstrings document
+both).  The hot path works on ``const unsigned char *``: the fixed header, the Remaining
+Length, the topic name, PUBLISH, the four acknowledgements and the StreamDecoder's framing
+loop.  Everything cold is shared Python: the packets off the hot path (``_cold``), the
+property block (``_properties``), and every error message (``_wire`` builders), so the
+two implementations cannot word or order things differently.
+
+Every pointer read is preceded by an explicit length check (pointer indexing is never
+bounds-checked, whatever the directives).
+"""
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.string cimport memcpy, memmove
+
+import types
+
+from . import _cold, _pure
+from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REASON_CODES, PacketType
+from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
+from ._properties import Properties, decode_properties, encode_properties, same_properties
+from ._wire import (
+    as_buffer,
+    connect_order_error,
+    first_byte_error,
+    format_repr,
+    length_mismatch,
+    null_error,
+    overrun,
+    packet_id_zero_error,
+    reason_code_error,
+    remaining_length_error,
+    same_kind,
+    too_large,
+    topic_name_wildcard_error,
+    utf8_error,
+)
+
+cdef extern from "Python.h":
+    # Declared here with const pointers (Cython's own declarations take char *).
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)
+
+cdef extern from *:
+    """
+    #define MQTTWIRE_MAX_REMAINING_LENGTH 268435455
+    """
+    const Py_ssize_t MQTTWIRE_MAX_REMAINING_LENGTH
+
+__all__ = [
+    "Auth", "ConnAck", "Connect", "Disconnect", "PingReq", "PingResp", "PubAck", "PubComp",
+    "Publish", "PubRec", "PubRel", "SubAck", "Subscribe", "Subscription", "UnsubAck",
+    "Unsubscribe", "Will", "StreamDecoder", "decode", "decode_from", "encode",
+]
+
+# _BAD_FIRST[v - 3][b]: no packet at level v may start with byte b.  Filled from the shared
+# first_byte_error() so the rule lives in one place; the error itself is worded there too.
+cdef bint _BAD_FIRST[3][256]
+# _ACK_CODE_OK[t - 4][c]: reason code c is defined for acknowledgement type t (MQTT 5.0).
+cdef bint _ACK_CODE_OK[4][256]
+
+cdef int _v, _b, _t
+for _v in range(3):
+    for _b in range(256):
+        _BAD_FIRST[_v][_b] = first_byte_error(_b, _v + 3, 0) is not None
+for _t in range(4):
+    for _b in range(256):
+        _ACK_CODE_OK[_t][_b] = _b in REASON_CODES[_t + 4]
+
+# Cached Python objects used on the hot path.
+cdef object _PUBLISH = "PUBLISH"
+cdef tuple _ACK_NAMES = ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP")
+cdef object _COLD_DECODERS = _cold.DECODERS
+cdef object _TOPIC_NAME = "topic name"
+
+
+cdef inline int _check_version(object version) except -1:
+    cdef long v
+    if type(version) is int:  # the common case, without rich comparisons
+        v = version
+        if 3 <= v <= 5:
+            return <int>v
+    elif version == 5 or version == 4 or version == 3:  # e.g. an IntEnum member
+        return <int>version
+    raise ValueError(f"protocol version must be 3, 4 or 5, not {version!r}")
+
+
+cdef inline void _shift(object exc, Py_ssize_t delta):
+    """Errors from the shared Python decoders carry offsets relative to the bytes they were
+    given; move them to the caller's frame of reference."""
+    if exc.offset is not None:
+        exc.offset += delta
+
+
+# ---------------------------------------------------------------------------------------
+# Packet classes: twins of _pure's (see STYLE.md for why they are cdef classes).
+
+
+cdef class _PacketBase:
+    """encode_into() for every packet class; each class defines encode()."""
+
+    def encode(self, version=5):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def encode_into(self, bytearray buf, version=5):
+        """Append the encoded packet to ``buf``; return the number of bytes written."""
+        data = self.encode(version)
+        buf += data
+        return len(data)
+
+
+@cython.final
+@cython.freelist(8)
+cdef class Will:
+    """The will message of a CONNECT (MQTT 5.0 §3.1.2.5, §3.1.3.2-3.1.3.4)."""
+
+    cdef public object topic, payload, qos, retain, properties
+
+    def __init__(self, topic, payload=b"", *, qos=0, retain=False, properties=None):
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.properties = properties
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.topic == other.topic and self.payload == other.payload
+                and self.qos == other.qos and self.retain == other.retain
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("Will", (("topic", self.topic),), (
+            ("payload", self.payload, b""), ("qos", self.qos, 0),
+            ("retain", self.retain, False), ("properties", self.properties, None)))
+
+
+@cython.final
+cdef class Connect(_PacketBase):
+    """CONNECT (MQTT 3.1.1 §3.1, MQTT 5.0 §3.1).  The protocol name is derived from
+    ``protocol_version``: "MQIsdp" for level 3, "MQTT" otherwise.  The packet carries its
+    own level, so ``encode()`` ignores its ``version`` argument and ``decode()`` needs none."""
+
+    cdef public object client_id, protocol_version, clean_start, keep_alive, username
+    cdef public object password, will, properties
+    packet_type = PacketType.CONNECT
+
+    def __init__(self, client_id, *, protocol_version=5, clean_start=True, keep_alive=60,
+                 username=None, password=None, will=None, properties=None):
+        self.client_id = client_id
+        self.protocol_version = protocol_version
+        self.clean_start = clean_start
+        self.keep_alive = keep_alive
+        self.username = username
+        self.password = password
+        self.will = will
+        self.properties = properties
+
+    @property
+    def protocol_name(self):
+        return "MQIsdp" if self.protocol_version == 3 else "MQTT"
+
+    def encode(self, version=5):
+        return _cold.encode_connect(self)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.client_id == other.client_id
+                and self.protocol_version == other.protocol_version
+                and self.clean_start == other.clean_start
+                and self.keep_alive == other.keep_alive and self.username == other.username
+                and self.password == other.password and self.will == other.will
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("Connect", (("client_id", self.client_id),), (
+            ("protocol_version", self.protocol_version, 5),
+            ("clean_start", self.clean_start, True), ("keep_alive", self.keep_alive, 60),
+            ("username", self.username, None), ("password", self.password, None),
+            ("will", self.will, None), ("properties", self.properties, None)))
+
+
+@cython.final
+cdef class ConnAck(_PacketBase):
+    """CONNACK (MQTT 3.1.1 §3.2, MQTT 5.0 §3.2).  At levels 3 and 4, ``reason_code`` is the
+    connect return code (0-5)."""
+
+    cdef public object session_present, reason_code, properties
+    packet_type = PacketType.CONNACK
+
+    def __init__(self, *, session_present=False, reason_code=0, properties=None):
+        self.session_present = session_present
+        self.reason_code = reason_code
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _cold.encode_connack(self, version)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.session_present == other.session_present
+                and self.reason_code == other.reason_code
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("ConnAck", (), (
+            ("session_present", self.session_present, False),
+            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+
+
+@cython.final
+@cython.freelist(32)
+cdef class Publish:
+    """PUBLISH (MQTT 3.1.1 §3.3, MQTT 5.0 §3.3).  ``packet_id`` is present exactly when
+    ``qos`` > 0.  A v5 PUBLISH that uses a Topic Alias may have an empty ``topic``."""
+
+    cdef public object topic, payload, qos, retain, dup, packet_id, properties
+    packet_type = PacketType.PUBLISH
+
+    def __init__(self, topic, payload=b"", *, qos=0, retain=False, dup=False,
+                 packet_id=None, properties=None):
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.dup = dup
+        self.packet_id = packet_id
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _encode_publish(self, version)
+
+    def encode_into(self, bytearray buf, version=5):
+        """Append the encoded packet to ``buf``; return the number of bytes written."""
+        data = _encode_publish(self, version)
+        buf += data
+        return len(data)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.topic == other.topic and self.payload == other.payload
+                and self.qos == other.qos and self.retain == other.retain
+                and self.dup == other.dup and self.packet_id == other.packet_id
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("Publish", (("topic", self.topic),), (
+            ("payload", self.payload, b""), ("qos", self.qos, 0),
+            ("retain", self.retain, False), ("dup", self.dup, False),
+            ("packet_id", self.packet_id, None), ("properties", self.properties, None)))
+
+
+@cython.freelist(16)
+cdef class _Ack:
+    """PUBACK, PUBREC, PUBREL and PUBCOMP: a packet identifier, and from MQTT 5.0 on a
+    reason code and properties (MQTT 5.0 §3.4-§3.7)."""
+
+    cdef public object packet_id, reason_code, properties
+
+    def __init__(self, packet_id, *, reason_code=0, properties=None):
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _encode_ack(self, version)
+
+    def encode_into(self, bytearray buf, version=5):
+        """Append the encoded packet to ``buf``; return the number of bytes written."""
+        data = _encode_ack(self, version)
+        buf += data
+        return len(data)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.packet_id == other.packet_id and self.reason_code == other.reason_code
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr(type(self).__name__, (("packet_id", self.packet_id),), (
+            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+
+
+@cython.final
+cdef class PubAck(_Ack):
+    """PUBACK: the answer to a QoS 1 PUBLISH (MQTT 5.0 §3.4)."""
+
+    packet_type = PacketType.PUBACK
+
+
+@cython.final
+cdef class PubRec(_Ack):
+    """PUBREC: the first answer to a QoS 2 PUBLISH (MQTT 5.0 §3.5)."""
+
+    packet_type = PacketType.PUBREC
+
+
+@cython.final
+cdef class PubRel(_Ack):
+    """PUBREL: the answer to PUBREC; its first byte is 0x62 (MQTT 5.0 §3.6)."""
+
+    packet_type = PacketType.PUBREL
+
+
+@cython.final
+cdef class PubComp(_Ack):
+    """PUBCOMP: the answer to PUBREL, closing a QoS 2 exchange (MQTT 5.0 §3.7)."""
+
+    packet_type = PacketType.PUBCOMP
+
+
+@cython.final
+cdef class Subscription:
+    """One topic filter of a SUBSCRIBE with its options (MQTT 5.0 §3.8.3.1); before MQTT 5.0
+    only ``qos`` exists."""
+
+    cdef public object topic_filter, qos, no_local, retain_as_published, retain_handling
+
+    def __init__(self, topic_filter, *, qos=0, no_local=False, retain_as_published=False,
+                 retain_handling=0):
+        self.topic_filter = topic_filter
+        self.qos = qos
+        self.no_local = no_local
+        self.retain_as_published = retain_as_published
+        self.retain_handling = retain_handling
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.topic_filter == other.topic_filter and self.qos == other.qos
+                and self.no_local == other.no_local
+                and self.retain_as_published == other.retain_as_published
+                and self.retain_handling == other.retain_handling)
+
+    def __repr__(self):
+        return format_repr("Subscription", (("topic_filter", self.topic_filter),), (
+            ("qos", self.qos, 0), ("no_local", self.no_local, False),
+            ("retain_as_published", self.retain_as_published, False),
+            ("retain_handling", self.retain_handling, 0)))
+
+
+@cython.final
+cdef class Subscribe(_PacketBase):
+    """SUBSCRIBE (MQTT 5.0 §3.8): a packet identifier and one or more Subscriptions."""
+
+    cdef public object packet_id, subscriptions, properties
+    packet_type = PacketType.SUBSCRIBE
+
+    def __init__(self, packet_id, subscriptions, *, properties=None):
+        self.packet_id = packet_id
+        self.subscriptions = list(subscriptions)
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _cold.encode_subscribe(self, version)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.packet_id == other.packet_id
+                and self.subscriptions == other.subscriptions
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("Subscribe", (
+            ("packet_id", self.packet_id), ("subscriptions", self.subscriptions)),
+            (("properties", self.properties, None),))
+
+
+@cython.final
+cdef class SubAck(_PacketBase):
+    """SUBACK (MQTT 5.0 §3.9): one reason code (before 5.0: return code) per topic filter."""
+
+    cdef public object packet_id, reason_codes, properties
+    packet_type = PacketType.SUBACK
+
+    def __init__(self, packet_id, reason_codes, *, properties=None):
+        self.packet_id = packet_id
+        self.reason_codes = list(reason_codes)
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _cold.encode_suback(self, version)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.packet_id == other.packet_id and self.reason_codes == other.reason_codes
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("SubAck", (
+            ("packet_id", self.packet_id), ("reason_codes", self.reason_codes)),
+            (("properties", self.properties, None),))
+
+
+@cython.final
+cdef class Unsubscribe(_PacketBase):
+    """UNSUBSCRIBE (MQTT 5.0 §3.10): a packet identifier and one or more topic filters."""
+
+    cdef public object packet_id, topic_filters, properties
+    packet_type = PacketType.UNSUBSCRIBE
+
+    def __init__(self, packet_id, topic_filters, *, properties=None):
+        self.packet_id = packet_id
+        self.topic_filters = list(topic_filters)
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _cold.encode_unsubscribe(self, version)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.packet_id == other.packet_id
+                and self.topic_filters == other.topic_filters
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("Unsubscribe", (
+            ("packet_id", self.packet_id), ("topic_filters", self.topic_filters)),
+            (("properties", self.properties, None),))
+
+
+@cython.final
+cdef class UnsubAck(_PacketBase):
+    """UNSUBACK (MQTT 5.0 §3.11): reason codes exist only in MQTT 5.0."""
+
+    cdef public object packet_id, reason_codes, properties
+    packet_type = PacketType.UNSUBACK
+
+    def __init__(self, packet_id, reason_codes=(), *, properties=None):
+        self.packet_id = packet_id
+        self.reason_codes = list(reason_codes)
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _cold.encode_unsuback(self, version)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.packet_id == other.packet_id and self.reason_codes == other.reason_codes
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("UnsubAck", (("packet_id", self.packet_id),), (
+            ("reason_codes", self.reason_codes, []), ("properties", self.properties, None)))
+
+
+@cython.final
+cdef class PingReq(_PacketBase):
+    """PINGREQ (MQTT 5.0 §3.12): two bytes, C0 00."""
+
+    packet_type = PacketType.PINGREQ
+
+    def encode(self, version=5):
+        _check_version(version)
+        return b"\xc0\x00"
+
+    def __eq__(self, other):
+        return True if same_kind(self, other) else NotImplemented
+
+    def __repr__(self):
+        return "PingReq()"
+
+
+@cython.final
+cdef class PingResp(_PacketBase):
+    """PINGRESP (MQTT 5.0 §3.13): two bytes, D0 00."""
+
+    packet_type = PacketType.PINGRESP
+
+    def encode(self, version=5):
+        _check_version(version)
+        return b"\xd0\x00"
+
+    def __eq__(self, other):
+        return True if same_kind(self, other) else NotImplemented
+
+    def __repr__(self):
+        return "PingResp()"
+
+
+@cython.final
+cdef class Disconnect(_PacketBase):
+    """DISCONNECT (MQTT 5.0 §3.14); before MQTT 5.0 it carries nothing."""
+
+    cdef public object reason_code, properties
+    packet_type = PacketType.DISCONNECT
+
+    def __init__(self, *, reason_code=0, properties=None):
+        self.reason_code = reason_code
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _cold.encode_disconnect(self, version)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.reason_code == other.reason_code
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("Disconnect", (), (
+            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+
+
+@cython.final
+cdef class Auth(_PacketBase):
+    """AUTH (MQTT 5.0 §3.15), for extended authentication; MQTT 5.0 only."""
+
+    cdef public object reason_code, properties
+    packet_type = PacketType.AUTH
+
+    def __init__(self, *, reason_code=0, properties=None):
+        self.reason_code = reason_code
+        self.properties = properties
+
+    def encode(self, version=5):
+        return _cold.encode_auth(self, version)
+
+    def __eq__(self, other):
+        if not same_kind(self, other):
+            return NotImplemented
+        return (self.reason_code == other.reason_code
+                and same_properties(self.properties, other.properties))
+
+    def __repr__(self):
+        return format_repr("Auth", (), (
+            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+
+
+# The classes the shared cold decoders build packets with.
+cdef object _NS = types.SimpleNamespace(
+    Connect=Connect, Will=Will, ConnAck=ConnAck, Subscribe=Subscribe,
+    Subscription=Subscription, SubAck=SubAck, Unsubscribe=Unsubscribe, UnsubAck=UnsubAck,
+    Disconnect=Disconnect, Auth=Auth,
+)
+
+# ---------------------------------------------------------------------------------------
+# Encoding the hot packets.  The fast path handles well-typed, valid packets in C; anything
+# else (wrong types, invalid values, a lone surrogate, an empty v5 topic with an alias) is
+# handed to _pure's encoder, which raises exactly the error the reference raises, or, for
+# the valid rarities, encodes it.
+
+
+cdef inline Py_ssize_t _varint_size(Py_ssize_t value) noexcept:
+    if value < 0x80:
+        return 1
+    if value < 0x4000:
+        return 2
+    if value < 0x200000:
+        return 3
+    return 4
+
+
+cdef inline Py_ssize_t _write_varint(unsigned char* out, Py_ssize_t value) noexcept:
+    cdef Py_ssize_t i = 0
+    while True:
+        if value < 0x80:
+            out[i] = <unsigned char>value
+            return i + 1
+        out[i] = <unsigned char>((value & 0x7F) | 0x80)
+        value >>= 7
+        i += 1
+
+
+cdef object _encode_publish(Publish pkt, object version_obj):
+    cdef int version = _check_version(version_obj)
+    cdef object qos_obj = pkt.qos
+    cdef object topic = pkt.topic
+    cdef object payload = pkt.payload
+    cdef object pid_obj = pkt.packet_id
+    cdef object props_block = None
+    cdef const char* topic_utf8
+    cdef Py_ssize_t topic_len, i, body, total, n, payload_len
+    cdef long qos, packet_id = 0
+    cdef unsigned char c
+    cdef unsigned char* out
+
+    if (type(qos_obj) is not int or type(topic) is not str or type(payload) is not bytes):
+        return _pure._encode_publish(pkt, version)
+    qos = qos_obj
+    if qos < 0 or qos > 2 or (pkt.dup and qos == 0):
+        return _pure._encode_publish(pkt, version)
+    if qos:
+        if type(pid_obj) is not int:
+            return _pure._encode_publish(pkt, version)
+        packet_id = pid_obj
+        if packet_id < 1 or packet_id > 0xFFFF:
+            return _pure._encode_publish(pkt, version)
+    elif pid_obj is not None:
+        return _pure._encode_publish(pkt, version)
+    try:
+        topic_utf8 = PyUnicode_AsUTF8AndSize(topic, &topic_len)
+    except UnicodeEncodeError:  # a lone surrogate
+        return _pure._encode_publish(pkt, version)
+    if topic_len == 0 or topic_len > 0xFFFF:
+        return _pure._encode_publish(pkt, version)
+    for i in range(topic_len):
+        c = <unsigned char>topic_utf8[i]
+        if c == 0 or c == 0x2B or c == 0x23:  # U+0000, '+', '#'
+            return _pure._encode_publish(pkt, version)
+    if pkt.properties:
+        if version != 5:
+            return _pure._encode_publish(pkt, version)
+        props_block = encode_properties(pkt.properties, 3, _PUBLISH)
+
+    payload_len = PyBytes_GET_SIZE(payload)
+    body = 2 + topic_len + (2 if qos else 0) + payload_len
+    if version == 5:
+        body += 1 if props_block is None else PyBytes_GET_SIZE(props_block)
+    if body > MQTTWIRE_MAX_REMAINING_LENGTH:
+        return _pure._encode_publish(pkt, version)
+    total = 1 + _varint_size(body) + body
+    result = PyBytes_FromStringAndSize(NULL, total)
+    out = <unsigned char*>PyBytes_AS_STRING(result)
+    # 0x30 == PUBLISH << 4; then DUP (bit 3), QoS (bits 2-1), RETAIN (bit 0).
+    out[0] = 0x30 | (0x08 if pkt.dup else 0) | (qos << 1) | (1 if pkt.retain else 0)
+    n = 1 + _write_varint(out + 1, body)
+    out[n] = <unsigned char>(topic_len >> 8)
+    out[n + 1] = <unsigned char>(topic_len & 0xFF)
+    memcpy(out + n + 2, topic_utf8, topic_len)
+    n += 2 + topic_len
+    if qos:
+        out[n] = <unsigned char>(packet_id >> 8)
+        out[n + 1] = <unsigned char>(packet_id & 0xFF)
+        n += 2
+    if version == 5:
+        if props_block is None:
+            out[n] = 0
+            n += 1
+        else:
+            memcpy(out + n, PyBytes_AS_STRING(props_block), PyBytes_GET_SIZE(props_block))
+            n += PyBytes_GET_SIZE(props_block)
+    memcpy(out + n, PyBytes_AS_STRING(payload), payload_len)
+    return result
+
+
+cdef object _encode_ack(_Ack pkt, object version_obj):
+    cdef int version = _check_version(version_obj)
+    cdef object pid_obj = pkt.packet_id
+    cdef object code_obj = pkt.reason_code
+    cdef long packet_id, code
+    cdef unsigned char buf[5]
+    cdef int ptype = pkt.packet_type
+    if type(pid_obj) is not int or type(code_obj) is not int or pkt.properties:
+        return _pure._encode_ack(pkt, version)
+    packet_id = pid_obj
+    code = code_obj
+    if packet_id < 1 or packet_id > 0xFFFF or code < 0 or code > 0xFF:
+        return _pure._encode_ack(pkt, version)
+    if code and (version != 5 or not _ACK_CODE_OK[ptype - 4][code]):
+        return _pure._encode_ack(pkt, version)
+    # 0x40 PUBACK, 0x50 PUBREC, 0x62 PUBREL (flags 0010, [MQTT-3.6.1-1]), 0x70 PUBCOMP
+    buf[0] = <unsigned char>((ptype << 4) | (2 if ptype == 6 else 0))
+    buf[2] = <unsigned char>(packet_id >> 8)
+    buf[3] = <unsigned char>(packet_id & 0xFF)
+    if code:  # MQTT 5.0 §3.4.2.1: the shortest form that carries the reason code
+        buf[1] = 3
+        buf[4] = <unsigned char>code
+        return PyBytes_FromStringAndSize(<char*>buf, 5)
+    buf[1] = 2
+    return PyBytes_FromStringAndSize(<char*>buf, 4)
+
+
+def encode(packet, version=5):
+    """Encode ``packet`` for protocol level ``version`` (a CONNECT uses its own level)."""
+    return packet.encode(version)
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding.  Functions take (p, pos, end): p points at the start of the input, the packet
+# body is p[pos:end], and nothing at or past `end` is ever read.
+
+
+cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
+                            unsigned char b0, int version):
+    cdef Py_ssize_t tstart, tend, i, blk_end
+    cdef unsigned int qos = (b0 >> 1) & 3
+    cdef unsigned char c
+    cdef bint has_nul = False, has_wildcard = False
+    cdef Publish pkt
+    cdef object properties = None
+    cdef object packet_id = None
+    if end - pos < 2:
+        raise overrun(_PUBLISH, _TOPIC_NAME, pos)
+    tstart = pos + 2
+    tend = tstart + ((p[pos] << 8) | p[pos + 1])
+    if tend > end:
+        raise overrun(_PUBLISH, _TOPIC_NAME, pos)
+    for i in range(tstart, tend):
+        c = p[i]
+        if c == 0:
+            has_nul = True
+        elif c == 0x2B or c == 0x23:  # '+', '#'
+            has_wildcard = True
+    # Same order of checks as _pure: UTF-8, then U+0000, then wildcards.
+    try:
+        topic = PyUnicode_DecodeUTF8(<const char*>p + tstart, tend - tstart, NULL)
+    except UnicodeDecodeError as exc:
+        raise utf8_error(_PUBLISH, _TOPIC_NAME, exc, tstart, version) from None
+    if has_nul:
+        raise null_error(_PUBLISH, _TOPIC_NAME, topic, tstart, version)
+    if has_wildcard:
+        raise topic_name_wildcard_error(_PUBLISH, topic, tstart, version)
+    if tend == tstart and version < 5:
+        raise MalformedPacket(_PUBLISH, "topic name is empty", offset=tstart - 2,
+                              rule=rule("topic_length", version))
+    pos = tend
+    if qos:
+        if end - pos < 2:
+            raise overrun(_PUBLISH, "packet identifier", pos)
+        i = (p[pos] << 8) | p[pos + 1]
+        if i == 0:
+            raise packet_id_zero_error(_PUBLISH, pos, version)
+        packet_id = i
+        pos += 2
+    if version == 5:
+        if pos < end and p[pos] == 0:  # the common case: no properties
+            pos += 1
+        else:
+            properties, pos = _decode_properties(p, pos, end, 3, _PUBLISH)
+        if tend == tstart and (properties is None or properties.topic_alias is None):
+            raise ProtocolError(_PUBLISH, "topic name is empty and there is no topic alias",
+                                offset=tstart - 2, rule=rule("topic_alias_missing", version))
+    pkt = Publish.__new__(Publish)
+    pkt.topic = topic
+    pkt.payload = PyBytes_FromStringAndSize(<const char*>p + pos, end - pos)
+    pkt.qos = qos
+    pkt.retain = True if b0 & 1 else False
+    pkt.dup = True if b0 & 8 else False
+    pkt.packet_id = packet_id
+    pkt.properties = properties
+    return pkt
+
+
+cdef tuple _decode_properties(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
+                              int ptype, object name):
+    """Hand the property block at ``pos`` to the shared reader, copying only the block
+    (not the payload after it) when its length is well-formed."""
+    cdef Py_ssize_t i = pos, length = 0, shift = 0, stop = end
+    while i < end and shift < 28:
+        length |= (p[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not p[i - 1] & 0x80:
+            if i + length <= end:
+                stop = i + length
+            break
+    # A malformed length or block is copied whole up to `end`: the shared reader then
+    # raises exactly the error _pure raises.
+    block = PyBytes_FromStringAndSize(<const char*>p + pos, stop - pos)
+    try:
+        properties, used = decode_properties(block, 0, stop - pos, ptype, name)
+    except MQTTWireError as exc:
+        _shift(exc, pos)
+        raise
+    return properties, pos + used
+
+
+cdef object _decode_ack(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
+                        unsigned char b0, int version):
+    cdef int ptype = b0 >> 4
+    cdef object name = _ACK_NAMES[ptype - 4]
+    cdef unsigned int packet_id, code = 0
+    cdef Py_ssize_t after
+    cdef _Ack pkt
+    cdef object properties = None
+    if end - pos < 2:
+        raise overrun(name, "packet identifier", pos)
+    packet_id = (p[pos] << 8) | p[pos + 1]
+    if packet_id == 0:
+        raise packet_id_zero_error(name, pos, version)
+    if version == 5:
+        if end - pos > 2:  # MQTT 5.0 §3.4.2.1: Remaining Length 2 means Success
+            code = p[pos + 2]
+            if not _ACK_CODE_OK[ptype - 4][code]:
+                raise reason_code_error(name, code, pos + 2, version)
+            if end - pos > 3:  # §3.4.2.2.1: under 4, no property length
+                properties, after = _decode_properties(p, pos + 3, end, ptype, name)
+                if after != end:
+                    raise length_mismatch(name, after, end)
+    elif end - pos != 2:
+        raise length_mismatch(name, pos + 2, end)
+    if ptype == 4:
+        pkt = PubAck.__new__(PubAck)
+    elif ptype == 5:
+        pkt = PubRec.__new__(PubRec)
+    elif ptype == 6:
+        pkt = PubRel.__new__(PubRel)
+    else:
+        pkt = PubComp.__new__(PubComp)
+    pkt.packet_id = packet_id
+    pkt.reason_code = code
+    pkt.properties = properties
+    return pkt
+
+
+cdef object _decode_body(const unsigned char* p, Py_ssize_t start, Py_ssize_t body,
+                         Py_ssize_t end, int version):
+    """Decode the packet at p[start:end] whose body starts at ``body``."""
+    cdef unsigned char b0 = p[start]
+    cdef int ptype = b0 >> 4
+    if ptype == 3:
+        return _decode_publish(p, body, end, b0, version)
+    if 4 <= ptype <= 7:
+        return _decode_ack(p, body, end, b0, version)
+    if ptype == 12 or ptype == 13:
+        if body != end:
+            raise length_mismatch(PACKET_NAMES[ptype], body, end)
+        return PingReq.__new__(PingReq) if ptype == 12 else PingResp.__new__(PingResp)
+    # Cold packets: the shared decoder reads a copy of just this packet.
+    packet = PyBytes_FromStringAndSize(<const char*>p + start, end - start)
+    try:
+        return _COLD_DECODERS[ptype](packet, body - start, end - start, b0, version, _NS)
+    except MQTTWireError as exc:
+        _shift(exc, start)
+        raise
+
+
+cdef int _header(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, int version,
+                 Py_ssize_t* body, Py_ssize_t* end) except -1:
+    """Parse the fixed header at ``pos``: 1 with *body and *end set, or 0 when more bytes
+    are needed.  Raises as soon as the bytes present are wrong."""
+    cdef unsigned char b0 = p[pos], byte = 0
+    cdef Py_ssize_t i = pos + 1, length = 0
+    cdef int shift = 0
+    if _BAD_FIRST[version - 3][b0]:
+        raise first_byte_error(b0, version, pos)
+    while True:
+        if i >= n:
+            return 0
+        byte = p[i]
+        i += 1
+        length |= <Py_ssize_t>(byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+        if shift == 28:  # a fifth byte is coming (MQTT 5.0 §1.5.5)
+            raise remaining_length_error(pos + 1, 5, version, PACKET_NAMES[b0 >> 4])
+    # A last byte of 0 after continuation bytes adds nothing: not the shortest form.
+    if byte == 0 and i - pos > 2:
+        raise remaining_length_error(pos + 1, i - pos - 1, version, PACKET_NAMES[b0 >> 4])
+    body[0] = i
+    end[0] = i + length
+    return 1
+
+
+cdef class _Input:
+    """A read-only C view of a decode() argument: bytes directly, any other buffer through
+    a PyBUF_SIMPLE export held until release() (which also keeps a bytearray from being
+    resized meanwhile).  A non-contiguous memoryview is copied once, as _pure does."""
+
+    cdef Py_buffer view
+    cdef bint has_view
+    cdef object keep
+    cdef const unsigned char* p
+    cdef Py_ssize_t n
+
+    cdef int open(self, object data) except -1:
+        if type(data) is bytes:
+            self.keep = data
+            self.p = <const unsigned char*>PyBytes_AS_STRING(data)
+            self.n = PyBytes_GET_SIZE(data)
+            return 0
+        try:
+            PyObject_GetBuffer(data, &self.view, PyBUF_SIMPLE)
+        except BufferError:
+            data = as_buffer(data)  # raises TypeError for non-buffers
+            return self.open(data if type(data) is bytes else bytes(data))
+        self.has_view = True
+        self.p = <const unsigned char*>self.view.buf
+        self.n = self.view.len
+        return 0
+
+    cdef void release(self) noexcept:
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+            self.has_view = False
+
+
+cdef object _decode_from(const unsigned char* p, Py_ssize_t n, object offset, int v):
+    cdef Py_ssize_t pos, body, end
+    if not 0 <= offset <= n:
+        raise ValueError(f"offset {offset} is outside the data (0..{n})")
+    pos = offset
+    if pos == n:
+        return None
+    if not _header(p, pos, n, v, &body, &end) or end > n:
+        return None
+    return _decode_body(p, pos, body, end, v), end
+
+
+def decode_from(data, offset=0, *, version=5):
+    """Decode the packet that starts at ``offset`` in ``data`` (bytes, bytearray or
+    memoryview): (packet, offset just after it), or None when ``data`` ends before the
+    packet does.  Bad bytes raise an MQTTWireError subclass, as soon as they are seen."""
+    cdef int v = _check_version(version)
+    cdef _Input inp
+    if type(data) is bytes:
+        return _decode_from(<const unsigned char*>PyBytes_AS_STRING(data),
+                            PyBytes_GET_SIZE(data), offset, v)
+    inp = _Input()
+    inp.open(data)
+    try:
+        return _decode_from(inp.p, inp.n, offset, v)
+    finally:
+        inp.release()
+
+
+cdef object _decode_one(const unsigned char* p, Py_ssize_t n, object data, int v):
+    cdef Py_ssize_t body, end
+    if n == 0 or not _header(p, 0, n, v, &body, &end) or end > n:
+        raise _pure._incomplete(as_buffer(data), n, v)
+    packet = _decode_body(p, 0, body, end, v)
+    if end != n:
+        raise MalformedPacket(PACKET_NAMES[p[0] >> 4],
+                              f"{n - end} byte(s) after the end of the packet", offset=end)
+    return packet
+
+
+def decode(data, *, version=5):
+    """Decode ``data``, which must hold exactly one packet."""
+    cdef int v = _check_version(version)
+    cdef _Input inp
+    if type(data) is bytes:
+        return _decode_one(<const unsigned char*>PyBytes_AS_STRING(data),
+                           PyBytes_GET_SIZE(data), data, v)
+    inp = _Input()
+    inp.open(data)
+    try:
+        return _decode_one(inp.p, inp.n, data, v)
+    finally:
+        inp.release()
+
+
+@cython.final
+cdef class StreamDecoder:
+    """Decodes a byte stream (one direction of a connection) into packets, whatever the
+    chunking.
+
+    ``version`` is the protocol level; None makes a server-side decoder that learns it from
+    the CONNECT that must come first [MQTT-3.1.0-1] (and refuses a second one
+    [MQTT-3.1.0-2]).  ``version`` stays readable and writable: a client-side decoder can be
+    told the level after the fact.  ``max_packet_size`` (whole packet, fixed header
+    included) is enforced from the fixed header alone, before the body is buffered.
+
+    Memory: at most one incomplete packet is kept between calls.  After an error the
+    decoder is broken for good: every later ``feed()`` raises the same error, since a
+    stream that lost its framing cannot be trusted again.  The error's ``offset`` is its
+    position in the whole stream, and its ``packets`` the packets that the failing call
+    completed before the bad bytes.
+
+    Not thread-safe: use one decoder per connection and thread.
+    """
+
+    cdef public object version
+    cdef public object max_packet_size
+    cdef bint _learn
+    cdef bytearray _buffer  # the incomplete packet carried over to the next feed()
+    cdef Py_ssize_t _need  # its full size once its fixed header is known, else 0
+    cdef long long _consumed  # stream offset of _buffer[0]
+    cdef object _error
+    cdef bint _feeding
+
+    def __init__(self, version=None, *, max_packet_size=None):
+        if version is not None:
+            _check_version(version)
+        if max_packet_size is not None and max_packet_size < 2:
+            raise ValueError(f"max_packet_size must be at least 2, not {max_packet_size}")
+        self.version = version
+        self.max_packet_size = max_packet_size
+        self._learn = version is None
+        self._buffer = bytearray()
+        self._need = 0
+        self._consumed = 0
+        self._error = None
+        self._feeding = False
+
+    def feed(self, chunk):
+        """Add ``chunk`` to the stream; return the packets it completes, in order."""
+        if self._error is not None:
+            self._error.packets = []
+            raise self._error
+        if self._feeding:
+            raise RuntimeError("StreamDecoder.feed() is not re-entrant")
+        self._feeding = True
+        try:
+            return self._feed(chunk)
+        finally:
+            self._feeding = False
+
+    cdef list _feed(self, object chunk):
+        cdef _Input inp = _Input()
+        cdef Py_ssize_t have, pos
+        cdef list out
+        inp.open(chunk)
+        try:
+            have = PyByteArray_GET_SIZE(self._buffer)
+            if have:
+                # Append (amortised O(1)) and parse nothing until the pending packet can
+                # be complete: a large packet fed one byte at a time stays linear.
+                if inp.n:
+                    PyByteArray_Resize(self._buffer, have + inp.n)
+                    memcpy(PyByteArray_AS_STRING(self._buffer) + have, inp.p, inp.n)
+                have += inp.n
+                if have < self._need:
+                    return []
+                out = []
+                pos = self._parse(<const unsigned char*>PyByteArray_AS_STRING(self._buffer),
+                                  have, out)
+                if pos:  # compact: keep only the incomplete tail
+                    memmove(PyByteArray_AS_STRING(self._buffer),
+                            PyByteArray_AS_STRING(self._buffer) + pos, have - pos)
+                    PyByteArray_Resize(self._buffer, have - pos)
+            else:
+                # Nothing pending: parse the chunk in place and keep only its tail.
+                out = []
+                pos = self._parse(inp.p, inp.n, out)
+                if pos < inp.n:
+                    PyByteArray_Resize(self._buffer, inp.n - pos)
+                    memcpy(PyByteArray_AS_STRING(self._buffer), inp.p + pos, inp.n - pos)
+            return out
+        finally:
+            inp.release()
+
+    cdef Py_ssize_t _parse(self, const unsigned char* p, Py_ssize_t n, list out) except -1:
+        """Decode the complete packets at the start of p[0:n] into ``out``; return the
+        number of bytes they used."""
+        cdef Py_ssize_t pos = 0, body, end, limit = -1
+        cdef int version
+        cdef unsigned char b0
+        if self.max_packet_size is not None:
+            limit = self.max_packet_size
+        self._need = 0
+        try:
+            while pos < n:
+                b0 = p[pos]
+                if self._learn:
+                    err = connect_order_error(b0, pos, self.version)
+                    if err is not None:
+                        raise err
+                version = 5 if self.version is None else self.version
+                if not _header(p, pos, n, version, &body, &end):
+                    break
+                if limit >= 0 and end - pos > limit:
+                    raise too_large(PACKET_NAMES[b0 >> 4], pos, end - pos, limit)
+                if end > n:
+                    self._need = end - pos
+                    break
+                packet = _decode_body(p, pos, body, end, version)
+                if self.version is None:
+                    self.version = packet.protocol_version
+                out.append(packet)
+                pos = end
+        except MQTTWireError as exc:
+            _shift(exc, self._consumed)
+            exc.packets = out
+            self._error = exc
+            self._buffer = bytearray()
+            raise
+        self._consumed += pos
+        return pos
+
+    @property
+    def buffered(self):
+        """How many bytes of an incomplete packet are held."""
+        return len(self._buffer)
+
+    def __repr__(self):
+        state = "failed" if self._error is not None else f"{len(self._buffer)} bytes buffered"
+        return (f"StreamDecoder(version={self.version!r}, "
+                f"max_packet_size={self.max_packet_size!r}, {state})")
