@@ -44,6 +44,7 @@ UnsubAck = impl.UnsubAck
 Unsubscribe = impl.Unsubscribe
 Will = impl.Will
 StreamDecoder = impl.StreamDecoder
+PreparedPublish = impl.PreparedPublish
 decode = impl.decode
 decode_from = impl.decode_from
 encode = impl.encode
@@ -82,6 +83,7 @@ __all__ = [
     "Unsubscribe",
     "Will",
     "StreamDecoder",
+    "PreparedPublish",
     "decode",
     "decode_from",
     "encode",

@@ -87,7 +87,13 @@ _MAX = {BYTE: 0xFF, U16: 0xFFFF, U32: 0xFFFF_FFFF, VARINT: 268_435_455}
 
 
 def _title(name: str) -> str:
+    """How messages name a property: "subscription_identifiers" -> "subscription identifier"."""
     return name.replace("_", " ").rstrip("s") if name.endswith("identifiers") else name.replace("_", " ")
+
+
+# identifier -> (name, value type, allowed packet types, title), for the decoder's loop.
+_DECODE = {pid: (name, kind, allowed, _title(name)) for pid, (name, kind, allowed) in _TABLE.items()}
+_CHECKED = _BOOLEAN_BYTES | _NONZERO  # integer properties with a range narrower than their type
 
 
 def _value_problem(pid: int, value: int) -> tuple[str, str] | None:
@@ -202,43 +208,46 @@ def decode_properties(
     d = props.__dict__
     while pos < block_end:
         start = pos
-        pid, pos = read_varint(data, pos, block_end, pname, "property identifier", version)
-        entry = _TABLE.get(pid)
+        pid = data[pos]
+        if pid < 0x80:  # every defined identifier fits in one Variable Byte Integer byte
+            pos += 1
+        else:
+            pid, pos = read_varint(data, pos, block_end, pname, "property identifier", version)
+        entry = _DECODE.get(pid)
         if entry is None:
             raise MalformedPacket(
                 pname, f"unknown property identifier 0x{pid:02X}", offset=start,
                 rule=rule("property_identifier", version),
             )
-        name, kind, allowed = entry
+        name, kind, allowed, field = entry
         if ptype not in allowed:
             where = "will properties" if ptype == WILL else pname
             raise MalformedPacket(
-                pname, f"property 0x{pid:02X} ({_title(name)}) is not allowed in {where}",
+                pname, f"property 0x{pid:02X} ({field}) is not allowed in {where}",
                 offset=start, rule=rule("property_identifier", version),
             )
-        field = _title(name)
-        if kind == BYTE:
+        if kind == UTF8:
+            value, pos = read_utf8(data, pos, block_end, pname, field, version)
+        elif kind == U32:
+            value = read_u32(data, pos, block_end, pname, field)
+            pos += 4
+        elif kind == BYTE:
             if pos >= block_end:
                 raise overrun(pname, field, pos)
-            value: Any = data[pos]
+            value = data[pos]
             pos += 1
         elif kind == U16:
             value = read_u16(data, pos, block_end, pname, field)
             pos += 2
-        elif kind == U32:
-            value = read_u32(data, pos, block_end, pname, field)
-            pos += 4
         elif kind == VARINT:
             value, pos = read_varint(data, pos, block_end, pname, field, version)
-        elif kind == UTF8:
-            value, pos = read_utf8(data, pos, block_end, pname, field, version)
         elif kind == BINARY:
             value, pos = read_binary(data, pos, block_end, pname, field)
         else:  # PAIR
             key, pos = read_utf8(data, pos, block_end, pname, "user property name", version)
             val, pos = read_utf8(data, pos, block_end, pname, "user property value", version)
             value = (key, val)
-        if kind <= VARINT:
+        if pid in _CHECKED:
             problem = _value_problem(pid, value)
             if problem is not None:
                 raise ProtocolError(pname, problem[0], offset=start, rule=rule(problem[1], version))

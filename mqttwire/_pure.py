@@ -23,11 +23,13 @@ from ._wire import (
     Buffer,
     as_buffer,
     check_packet_id,
+    check_subscription_identifiers,
+    connect_order_error,
     encode_utf8,
     encode_varint,
-    connect_order_error,
     first_byte_error,
     format_repr,
+    forwarding_parts,
     length_mismatch,
     null_error,
     overrun,
@@ -43,7 +45,8 @@ from ._wire import (
 __all__ = [
     "Auth", "ConnAck", "Connect", "Disconnect", "PingReq", "PingResp", "PubAck", "PubComp",
     "Publish", "PubRec", "PubRel", "SubAck", "Subscribe", "Subscription", "UnsubAck",
-    "Unsubscribe", "Will", "StreamDecoder", "decode", "decode_from", "encode",
+    "Unsubscribe", "Will", "StreamDecoder", "PreparedPublish", "decode", "decode_from",
+    "encode",
 ]
 
 Packet = Union[
@@ -615,6 +618,78 @@ def _encode_ack(pkt: _Ack, version: int) -> bytes:
     if code:
         return bytes((first, 3)) + pid + bytes((code,))
     return bytes((first, 2)) + pid
+
+
+class PreparedPublish:
+    """A PUBLISH prepared for forwarding to many subscribers.
+
+    A broker sends one incoming message to every matching subscriber, each with its own
+    QoS (the lower of the message's and the subscription's), packet identifier, RETAIN flag
+    (0 to established subscriptions [MQTT-3.3.1-9], 1 for retained messages sent because a
+    subscription was just made [MQTT-3.3.1-8], as published under v5 Retain As Published),
+    DUP flag (decided afresh [MQTT-3.3.1-3]) and, in MQTT 5.0, subscription identifiers.
+    ``PreparedPublish(publish)`` validates and encodes the topic, the properties and the
+    payload once; ``encode()`` then writes each subscriber's packet, copying those bytes
+    once and re-validating nothing.
+
+    Forwarded properties are the message's own minus the Topic Alias (an alias belongs to
+    one connection, MQTT 5.0 §3.3.2.3.4) and minus any subscription identifiers (the
+    subscriber's own are added by ``encode()``).  A level 3/4 subscriber gets no
+    properties; a v5 subscriber of a level 3/4 message gets an empty property block.  The
+    topic must be the real topic: resolve an incoming alias first.
+    """
+
+    __slots__ = ("publish", "_topic", "_expiry", "_props", "_payload")
+
+    def __init__(self, publish: Publish) -> None:
+        self.publish = publish
+        self._topic, self._expiry, self._props, self._payload = forwarding_parts(publish)
+
+    def encode(
+        self, version: int = 5, *, qos: int = 0, packet_id: int | None = None,
+        retain: bool = False, dup: bool = False, subscription_identifiers: Iterable[int] = (),
+        message_expiry_interval: int | None = None,
+    ) -> bytes:
+        """The PUBLISH for one subscriber at protocol level ``version``.
+
+        ``message_expiry_interval``, when given, replaces the message's (the server sends
+        the received value minus the time the message waited [MQTT-3.3.2-6])."""
+        _check_version(version)
+        name = "PUBLISH"
+        if qos != 0 and qos != 1 and qos != 2:
+            raise MalformedPacket(name, f"QoS is {qos!r}, not 0, 1 or 2", rule=rule("qos_bits", version))
+        if dup and not qos:
+            raise MalformedPacket(name, "DUP set on a QoS 0 message", rule=rule("dup_qos0", version))
+        parts = [self._topic]
+        if qos:
+            parts.append(check_packet_id(packet_id, name, version).to_bytes(2, "big"))
+        elif packet_id is not None:
+            raise ProtocolError(name, "a QoS 0 message has no packet identifier")
+        if version == 5:
+            expiry = self._expiry if message_expiry_interval is None else message_expiry_interval
+            block = b""
+            if expiry is not None:
+                if not isinstance(expiry, int) or not 0 <= expiry <= 0xFFFF_FFFF:
+                    raise ProtocolError(
+                        name, f"message expiry interval {expiry!r} is not in 0..4294967295",
+                        rule=rule("property_value", 5),
+                    )
+                block = b"\x02" + expiry.to_bytes(4, "big")
+            block += self._props + check_subscription_identifiers(subscription_identifiers)
+            parts.append(encode_varint(len(block)))
+            parts.append(block)
+        parts.append(self._payload)
+        body = b"".join(parts)
+        length = len(body)
+        if length > MAX_REMAINING_LENGTH:
+            raise MalformedPacket(
+                name, f"packet too long to encode: Remaining Length {length} exceeds 268,435,455"
+            )
+        b0 = 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0)
+        return bytes((b0,)) + encode_varint(length) + body
+
+    def __repr__(self) -> str:
+        return f"PreparedPublish({self.publish!r})"
 
 
 def encode(packet: Packet, version: int = 5) -> bytes:

@@ -26,9 +26,11 @@ from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolE
 from ._properties import Properties, decode_properties, encode_properties, same_properties
 from ._wire import (
     as_buffer,
+    check_subscription_identifiers,
     connect_order_error,
     first_byte_error,
     format_repr,
+    forwarding_parts,
     length_mismatch,
     null_error,
     overrun,
@@ -56,7 +58,8 @@ cdef extern from *:
 __all__ = [
     "Auth", "ConnAck", "Connect", "Disconnect", "PingReq", "PingResp", "PubAck", "PubComp",
     "Publish", "PubRec", "PubRel", "SubAck", "Subscribe", "Subscription", "UnsubAck",
-    "Unsubscribe", "Will", "StreamDecoder", "decode", "decode_from", "encode",
+    "Unsubscribe", "Will", "StreamDecoder", "PreparedPublish", "decode", "decode_from",
+    "encode",
 ]
 
 # _BAD_FIRST[v - 3][b]: no packet at level v may start with byte b.  Filled from the shared
@@ -675,6 +678,109 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
         return PyBytes_FromStringAndSize(<char*>buf, 5)
     buf[1] = 2
     return PyBytes_FromStringAndSize(<char*>buf, 4)
+
+
+@cython.final
+cdef class PreparedPublish:
+    """A PUBLISH prepared for forwarding to many subscribers.
+
+    A broker sends one incoming message to every matching subscriber, each with its own
+    QoS (the lower of the message's and the subscription's), packet identifier, RETAIN flag
+    (0 to established subscriptions [MQTT-3.3.1-9], 1 for retained messages sent because a
+    subscription was just made [MQTT-3.3.1-8], as published under v5 Retain As Published),
+    DUP flag (decided afresh [MQTT-3.3.1-3]) and, in MQTT 5.0, subscription identifiers.
+    ``PreparedPublish(publish)`` validates and encodes the topic, the properties and the
+    payload once; ``encode()`` then writes each subscriber's packet, copying those bytes
+    once and re-validating nothing.
+
+    Forwarded properties are the message's own minus the Topic Alias (an alias belongs to
+    one connection, MQTT 5.0 §3.3.2.3.4) and minus any subscription identifiers (the
+    subscriber's own are added by ``encode()``).  A level 3/4 subscriber gets no
+    properties; a v5 subscriber of a level 3/4 message gets an empty property block.  The
+    topic must be the real topic: resolve an incoming alias first.
+    """
+
+    cdef public object publish
+    # Read by _pure's encoder when it takes over (see encode()).
+    cdef readonly bytes _topic, _props, _payload
+    cdef readonly object _expiry
+
+    def __init__(self, publish):
+        self.publish = publish
+        self._topic, self._expiry, self._props, self._payload = forwarding_parts(publish)
+
+    def encode(self, version=5, *, qos=0, packet_id=None, retain=False, dup=False,
+               subscription_identifiers=(), message_expiry_interval=None):
+        """The PUBLISH for one subscriber at protocol level ``version``.
+
+        ``message_expiry_interval``, when given, replaces the message's (the server sends
+        the received value minus the time the message waited [MQTT-3.3.2-6])."""
+        cdef int v = _check_version(version)
+        cdef long q = 0, pid = 0
+        cdef object expiry = self._expiry if message_expiry_interval is None else message_expiry_interval
+        cdef bytes sub_ids = b""
+        cdef Py_ssize_t block = 0, body = -1, total, n, size
+        cdef unsigned long e = 0
+        cdef unsigned char* out
+        # Well-typed, in-range arguments take the C path; anything else goes to _pure's
+        # encoder, which raises exactly the reference's error (or encodes the rarity).
+        if type(qos) is int and 0 <= qos <= 2 and not (dup and not qos):
+            q = qos
+            if q and type(packet_id) is int and 1 <= packet_id <= 0xFFFF:
+                pid = packet_id
+            elif q or packet_id is not None:
+                q = -1
+            if v == 5 and expiry is not None:
+                if type(expiry) is int and 0 <= expiry <= 0xFFFFFFFF:
+                    e = expiry
+                else:
+                    q = -1
+            if q >= 0:
+                if v == 5:
+                    if subscription_identifiers:
+                        sub_ids = check_subscription_identifiers(subscription_identifiers)
+                    block = (0 if expiry is None else 5) + len(self._props) + len(sub_ids)
+                    body = len(self._topic) + (2 if q else 0) + _varint_size(block) + block
+                else:
+                    body = len(self._topic) + (2 if q else 0)
+                body += len(self._payload)
+        if body < 0 or body > MQTTWIRE_MAX_REMAINING_LENGTH:
+            return _pure.PreparedPublish.encode(
+                self, version, qos=qos, packet_id=packet_id, retain=retain, dup=dup,
+                subscription_identifiers=subscription_identifiers,
+                message_expiry_interval=message_expiry_interval)
+        total = 1 + _varint_size(body) + body
+        result = PyBytes_FromStringAndSize(NULL, total)
+        out = <unsigned char*>PyBytes_AS_STRING(result)
+        out[0] = 0x30 | (0x08 if dup else 0) | (q << 1) | (1 if retain else 0)
+        n = 1 + _write_varint(out + 1, body)
+        size = len(self._topic)
+        memcpy(out + n, PyBytes_AS_STRING(self._topic), size)
+        n += size
+        if q:
+            out[n] = <unsigned char>(pid >> 8)
+            out[n + 1] = <unsigned char>(pid & 0xFF)
+            n += 2
+        if v == 5:
+            n += _write_varint(out + n, block)
+            if expiry is not None:
+                out[n] = 0x02  # Message Expiry Interval, a four-byte integer
+                out[n + 1] = <unsigned char>(e >> 24)
+                out[n + 2] = <unsigned char>((e >> 16) & 0xFF)
+                out[n + 3] = <unsigned char>((e >> 8) & 0xFF)
+                out[n + 4] = <unsigned char>(e & 0xFF)
+                n += 5
+            size = len(self._props)
+            memcpy(out + n, PyBytes_AS_STRING(self._props), size)
+            n += size
+            size = len(sub_ids)
+            memcpy(out + n, PyBytes_AS_STRING(sub_ids), size)
+            n += size
+        memcpy(out + n, PyBytes_AS_STRING(self._payload), len(self._payload))
+        return result
+
+    def __repr__(self):
+        return f"PreparedPublish({self.publish!r})"
 
 
 def encode(packet, version=5):

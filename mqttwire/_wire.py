@@ -12,7 +12,7 @@ not match the fields, which is a malformed packet, never a read past the packet.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Union
 
 from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REQUIRED_FLAGS
 from ._errors import MalformedPacket, PacketTooLarge, ProtocolError, rule
@@ -355,3 +355,52 @@ def connect_order_error(b0: int, pos: int, version: int | None) -> ProtocolError
             rule=rule("second_connect", version),
         )
     return None
+
+
+def check_subscription_identifiers(identifiers: Any) -> bytes:
+    """The Subscription Identifier properties for a forwarded PUBLISH (one per matching
+    subscription, MQTT 5.0 §3.3.2.3.8): each 1..268,435,455."""
+    out = b""
+    for ident in identifiers:
+        if not isinstance(ident, int) or isinstance(ident, bool):
+            raise TypeError(f"PUBLISH: subscription identifier must be an int, not {type(ident).__name__}")
+        if not 0 < ident <= MAX_REMAINING_LENGTH:
+            raise ProtocolError(
+                "PUBLISH", f"subscription identifier {ident} is not in 1..268,435,455",
+                rule=rule("property_value", 5),
+            )
+        out += b"\x0b" + encode_varint(ident)
+    return out
+
+
+def forwarding_parts(publish: Any) -> tuple[bytes, int | None, bytes, bytes]:
+    """Validate a PUBLISH for forwarding and encode its invariant parts once: (topic with
+    its length prefix, message expiry interval or None, the other forwarded properties as
+    a property block without its length, payload)."""
+    from ._properties import Properties, encode_properties
+
+    name = "PUBLISH"
+    topic = publish.topic
+    raw_topic = encode_utf8(topic, name, "topic name", 5)
+    if not topic:
+        raise MalformedPacket(
+            name, "cannot forward an empty topic name (resolve the topic alias first)",
+            rule=rule("topic_length", 5),
+        )
+    if "+" in topic or "#" in topic:
+        err = topic_name_wildcard_error(name, topic, 0, 5)
+        err.offset = None
+        raise err
+    payload = publish.payload
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{name}: payload must be bytes, not {type(payload).__name__}")
+    expiry = None
+    block = b""
+    props = publish.properties
+    if props:
+        kept = {k: v for k, v in props.items()
+                if k not in ("topic_alias", "subscription_identifiers", "message_expiry_interval")}
+        expiry = props.message_expiry_interval
+        encoded = encode_properties(Properties(**kept), 3, name)
+        block = encoded[varint_size(len(encoded) - 1):]  # drop the length prefix
+    return raw_topic, expiry, block, bytes(payload)

@@ -1,0 +1,489 @@
+# cython: language_level=3, freethreading_compatible=True
+"""C twin of ``_topics``: topic validation and matching, and the subscription tree.
+
+``_topics.py`` is the reference; everything here behaves the same, and the tests run both.
+
+- Validation is a C scan over the code points of the ``str`` (``PyUnicode_READ``, no
+  copy) that recognises what is certainly valid.  Anything else goes to
+  ``_topics.check_topic_*``, which accepts it or raises: so the twins accept the same
+  strings and raise the same errors by construction, and error paths stay cold.
+- ``topic_matches`` compares the levels in C, code point by code point.
+- ``TopicTree`` has the same structure and algorithms as ``_topics.TopicTree`` with typed
+  nodes, so the walk in ``match`` reads C fields instead of Python attributes (measured
+  3 to 5 times faster).
+
+The public functions take exactly ``str``: a ``str`` subclass is first copied to a plain
+``str`` (matches ``_topics``, which accepts subclasses through ``isinstance``).
+"""
+
+cimport cython
+from cpython.unicode cimport PyUnicode_GET_LENGTH
+
+from . import _topics
+from ._errors import ProtocolError
+from ._topics import Matches
+
+__all__ = [
+    "validate_topic_name",
+    "validate_topic_filter",
+    "topic_matches",
+    "parse_shared",
+    "TopicTree",
+    "Matches",
+]
+
+cdef extern from "Python.h":
+    # Macros over the str's canonical storage (1, 2 or 4 bytes per code point).
+    int PyUnicode_KIND(object) noexcept
+    void *PyUnicode_DATA(object) noexcept
+    Py_UCS4 PyUnicode_READ(int kind, const void *data, Py_ssize_t index) noexcept
+
+cdef enum:
+    MAX_TOPIC_BYTES = 65535  # [MQTT-4.7.3-3]
+    SLASH = 0x2F  # '/'
+    PLUS = 0x2B  # '+'
+    HASH = 0x23  # '#'
+    DOLLAR = 0x24  # '$'
+
+# The reference's cold paths, called when something may be wrong.
+cdef object _check_topic_name = _topics.check_topic_name
+cdef object _check_topic_filter = _topics.check_topic_filter
+cdef object _split_shared = _topics._split_shared
+cdef object _require_version = _topics._require_version
+cdef object _qos_of = _topics._qos_of
+cdef str _SHARE = _topics._SHARE
+
+
+# ---------------------------------------------------------------------------------------
+# Scans
+
+
+cdef inline int _utf8_width(Py_UCS4 c) noexcept:
+    """Bytes of ``c`` in UTF-8, or 0 for what a topic cannot hold: U+0000
+    [MQTT-1.5.4-2] and surrogates, which UTF-8 cannot encode [MQTT-1.5.4-1]."""
+    if c < 0x80:
+        return 1 if c else 0
+    if c < 0x800:
+        return 2
+    if c < 0x10000:
+        return 0 if 0xD800 <= c <= 0xDFFF else 3
+    return 4
+
+
+cdef bint _name_is_valid(str name) noexcept:
+    """True when ``name`` is certainly a valid topic name."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(name), i, size = 0
+    cdef int kind = PyUnicode_KIND(name), width
+    cdef const void *data = PyUnicode_DATA(name)
+    cdef Py_UCS4 c
+    if n == 0 or n > MAX_TOPIC_BYTES:  # each code point takes at least one byte
+        return False
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        width = _utf8_width(c)
+        if width == 0 or c == PLUS or c == HASH:
+            return False
+        size += width
+    return size <= MAX_TOPIC_BYTES
+
+
+cdef bint _filter_is_valid(str filter) noexcept:
+    """True when ``filter`` is certainly a valid topic filter, the Shared Subscription
+    form aside: '+' alone in its level, '#' alone in the last level."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(filter), i, size = 0
+    cdef int kind = PyUnicode_KIND(filter), width
+    cdef const void *data = PyUnicode_DATA(filter)
+    cdef Py_UCS4 c, prev = SLASH  # as if a separator came before the first level
+    if n == 0 or n > MAX_TOPIC_BYTES:
+        return False
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        width = _utf8_width(c)
+        if width == 0:
+            return False
+        if prev == PLUS and c != SLASH:  # '+' ends its level...
+            return False
+        if c == PLUS or c == HASH:
+            if prev != SLASH:  # ...and starts it, and so does '#'
+                return False
+            if c == HASH and i != n - 1:  # which ends the filter
+                return False
+        size += width
+        prev = c
+    return size <= MAX_TOPIC_BYTES
+
+
+cdef inline bint _is_shared(str filter) noexcept:
+    # matches _topics._is_shared: the first level is "$share"
+    return filter.startswith("$share") and (
+        PyUnicode_GET_LENGTH(filter) == 6
+        or PyUnicode_READ(PyUnicode_KIND(filter), PyUnicode_DATA(filter), 6) == SLASH
+    )
+
+
+cdef bint _matches(str filter, str name) noexcept:
+    """The level by level comparison of _topics.topic_matches, for a filter that is not
+    in the shared form."""
+    cdef Py_ssize_t fn = PyUnicode_GET_LENGTH(filter), nn = PyUnicode_GET_LENGTH(name)
+    cdef int fkind = PyUnicode_KIND(filter), nkind = PyUnicode_KIND(name)
+    cdef const void *fdata = PyUnicode_DATA(filter)
+    cdef const void *ndata = PyUnicode_DATA(name)
+    cdef Py_ssize_t i = 0, j = 0, fend, nend, k
+    cdef bint name_done = False  # the name's last level is behind us
+    cdef Py_UCS4 first
+    if fn and nn and PyUnicode_READ(nkind, ndata, 0) == DOLLAR:
+        first = PyUnicode_READ(fkind, fdata, 0)
+        if first == PLUS or first == HASH:
+            return False  # [MQTT-4.7.2-1]
+    while True:
+        # The current levels start at i in the filter and j in the name.
+        fend = i
+        while fend < fn and PyUnicode_READ(fkind, fdata, fend) != SLASH:
+            fend += 1
+        if fend - i == 1 and PyUnicode_READ(fkind, fdata, i) == HASH:
+            return True  # '#': this level and everything below, or nothing ("a/#", "a")
+        if name_done:
+            return False  # the filter has more levels than the name
+        nend = j
+        while nend < nn and PyUnicode_READ(nkind, ndata, nend) != SLASH:
+            nend += 1
+        if not (fend - i == 1 and PyUnicode_READ(fkind, fdata, i) == PLUS):
+            if fend - i != nend - j:
+                return False
+            for k in range(fend - i):
+                if PyUnicode_READ(fkind, fdata, i + k) != PyUnicode_READ(nkind, ndata, j + k):
+                    return False
+        if fend == fn:
+            return nend == nn
+        i = fend + 1
+        if nend == nn:
+            name_done = True
+        else:
+            j = nend + 1
+
+
+cdef inline str _exact_str(object value, str field):
+    if type(value) is str:
+        return <str>value
+    if isinstance(value, str):
+        return str.__str__(value)  # a plain copy of a subclass's text
+    raise TypeError(f"{field} must be str, not {type(value).__name__}")
+
+
+cdef inline int _check_version(object version) except -1:
+    if not (version == 3 or version == 4 or version == 5):
+        _require_version(version)  # raises
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# Public functions (docstrings: _topics)
+
+
+def validate_topic_name(name, *, version=5):
+    cdef str text = _exact_str(name, "topic name")
+    _check_version(version)
+    if not _name_is_valid(text):
+        _check_topic_name(text, "PUBLISH", 0, version)
+
+
+def validate_topic_filter(filter, *, version=5):
+    cdef str text = _exact_str(filter, "topic filter")
+    _check_version(version)
+    if not _filter_is_valid(text) or (version == 5 and _is_shared(text)):
+        _check_topic_filter(text, "SUBSCRIBE", 0, version)
+
+
+def parse_shared(filter):
+    cdef str text = _exact_str(filter, "topic filter")
+    if not _is_shared(text):
+        return None
+    return _split_shared(text, "SUBSCRIBE", 0)
+
+
+def topic_matches(filter, name):
+    cdef str text = _exact_str(filter, "topic filter")
+    cdef str topic = _exact_str(name, "topic name")
+    if _is_shared(text):
+        try:
+            text = _split_shared(text, "SUBSCRIBE", 0)[1]
+        except ProtocolError:
+            return False
+    return _matches(text, topic)
+
+
+validate_topic_name.__doc__ = _topics.validate_topic_name.__doc__
+validate_topic_filter.__doc__ = _topics.validate_topic_filter.__doc__
+parse_shared.__doc__ = _topics.parse_shared.__doc__
+topic_matches.__doc__ = _topics.topic_matches.__doc__
+
+
+# ---------------------------------------------------------------------------------------
+# The subscription tree (comments on the algorithms: _topics.TopicTree)
+
+
+@cython.final
+@cython.freelist(64)
+cdef class _Node:
+    cdef dict children  # level text -> _Node ("+" and "#" are ordinary keys)
+    cdef dict subs  # key -> (qos, value) of the ordinary subscriptions ending here, or None
+    cdef dict shared  # share name -> {key -> (qos, value)} ending here, or None
+    cdef str filter  # the (inner) filter ending here, once a subscription does
+
+    def __cinit__(self):
+        self.children = {}
+
+
+cdef class TopicTree:
+    """A subscription store for brokers: topic filters in a tree of levels, with ``+``
+    and ``#`` children, so that matching a topic name visits only the branches that can
+    match it, however many subscriptions there are.
+
+    Each subscription is a ``(filter, key, value)``: ``key`` names the subscriber
+    (typically its client identifier; any hashable), ``value`` is what the broker wants
+    back (a ``Subscription``, the granted QoS, ...).  The tree reads the subscription's
+    QoS from the value: the value itself when it is an int, else its ``qos`` attribute
+    (so ``mqttwire.Subscription`` objects work as they are).  A subscriber has at most one
+    subscription per filter: inserting again replaces it [MQTT-3.8.4-3].
+
+    Filters whose first level is ``$share`` are Shared Subscriptions (MQTT 5.0 §4.8.2),
+    whatever protocol level the subscriber speaks, as most brokers do; they are matched
+    on their inner filter and reported per group by :meth:`match`.
+
+    Not thread-safe: guard a tree shared between threads with a lock.
+    """
+
+    cdef _Node _root
+    cdef Py_ssize_t _count
+    cdef dict _filters  # key -> the set of its filters
+
+    def __init__(self):
+        self._root = _Node()
+        self._count = 0
+        self._filters = {}
+
+    def __len__(self):
+        """The number of subscriptions (each (filter, key) once)."""
+        return self._count
+
+    def __iter__(self):
+        """Every subscription as ``(filter, key, value)``, in no particular order."""
+        cdef _Node node
+        cdef list stack = [self._root]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            if node.subs:
+                for key, entry in node.subs.items():
+                    yield node.filter, key, entry[1]
+            if node.shared:
+                for share, members in node.shared.items():
+                    filter = f"{_SHARE}/{share}/{node.filter}"
+                    for key, entry in (<dict>members).items():
+                        yield filter, key, entry[1]
+
+    def insert(self, filter, key, value):
+        """Subscribe ``key`` to ``filter`` with ``value``, replacing the value of an
+        existing subscription of ``key`` to the same filter.
+
+        Returns:
+            True when the subscription is new, False when it replaced one (a broker needs
+            this for Retain Handling 1, MQTT 5.0 §3.8.3.1).
+
+        Raises:
+            TypeError, MalformedPacket, ProtocolError: ``filter`` is not a valid MQTT 5.0
+                topic filter (see :func:`validate_topic_filter`).
+            TypeError, ValueError: no QoS 0..2 can be read from ``value``.
+        """
+        validate_topic_filter(filter, version=5)
+        cdef str text = _exact_str(filter, "topic filter")
+        cdef tuple entry = (_qos_of(value), value)
+        cdef tuple shared = _split_shared(text, "SUBSCRIBE", 0) if _is_shared(text) else None
+        cdef str inner = text if shared is None else shared[1]
+        cdef _Node node = self._root, child
+        cdef dict table
+        for level in inner.split("/"):
+            child = node.children.get(level)
+            if child is None:
+                child = _Node()
+                node.children[level] = child
+            node = child
+        node.filter = inner
+        if shared is None:
+            if node.subs is None:
+                node.subs = {}
+            table = node.subs
+        else:
+            if node.shared is None:
+                node.shared = {}
+            table = node.shared.setdefault(shared[0], {})
+        added = key not in table
+        table[key] = entry
+        if added:
+            self._filters.setdefault(key, set()).add(text)
+            self._count += 1
+        return added
+
+    def remove(self, filter, key):
+        """Unsubscribe ``key`` from ``filter``.  Nodes left empty are removed.
+
+        Returns:
+            Whether there was such a subscription.
+        """
+        cdef set filters = self._filters.get(key)
+        if filters is None or filter not in filters:
+            return False
+        # Only filters that insert() validated get here.
+        cdef str text = _exact_str(filter, "topic filter")
+        cdef tuple shared = _split_shared(text, "SUBSCRIBE", 0) if _is_shared(text) else None
+        cdef list levels = (text if shared is None else shared[1]).split("/")
+        cdef list path = [self._root]
+        cdef _Node node = self._root
+        cdef dict members
+        cdef Py_ssize_t depth
+        for level in levels:
+            node = node.children[level]
+            path.append(node)
+        if shared is None:
+            del node.subs[key]
+            if not node.subs:
+                node.subs = None
+        else:
+            members = node.shared[shared[0]]
+            del members[key]
+            if not members:
+                del node.shared[shared[0]]
+                if not node.shared:
+                    node.shared = None
+        for depth in range(len(levels), 0, -1):
+            node = path[depth]
+            if node.children or node.subs or node.shared:
+                break
+            del (<_Node>path[depth - 1]).children[levels[depth - 1]]
+        filters.discard(text)
+        if not filters:
+            del self._filters[key]
+        self._count -= 1
+        return True
+
+    def remove_key(self, key):
+        """Remove every subscription of ``key`` (a client whose session ended).
+
+        Returns:
+            How many were removed.
+        """
+        cdef list filters = list(self._filters.get(key, ()))
+        for filter in filters:
+            self.remove(filter, key)
+        return len(filters)
+
+    cdef list _collect(self, str name):
+        # The nodes whose filters match ``name``; the stack holds (node, depth) pairs
+        # flattened, node first.
+        cdef list levels = name.split("/")
+        cdef Py_ssize_t count = len(levels), depth
+        cdef list found = []
+        cdef list stack = []
+        cdef _Node node
+        cdef dict children = self._root.children
+        cdef object child
+        child = children.get(levels[0])
+        if child is not None:
+            stack.append(child)
+            stack.append(1)
+        if not name.startswith("$"):  # [MQTT-4.7.2-1]
+            child = children.get("#")
+            if child is not None:
+                found.append(child)
+            child = children.get("+")
+            if child is not None:
+                stack.append(child)
+                stack.append(1)
+        while stack:
+            depth = stack.pop()
+            node = stack.pop()
+            children = node.children
+            if children:
+                child = children.get("#")
+                if child is not None:
+                    found.append(child)
+            if depth == count:
+                found.append(node)
+                continue
+            if children:
+                child = children.get(levels[depth])
+                if child is not None:
+                    stack.append(child)
+                    stack.append(depth + 1)
+                child = children.get("+")
+                if child is not None:
+                    stack.append(child)
+                    stack.append(depth + 1)
+        return found
+
+    def match(self, name):
+        """The subscriptions matching the topic name ``name``.
+
+        Each ordinary subscriber comes once, with the value of its matching subscription
+        of highest QoS: a message matching overlapping subscriptions is delivered at their
+        maximum QoS (MQTT 3.1.1 [MQTT-3.3.5-1], MQTT 5.0 [MQTT-3.3.4-2]).  Among equal
+        QoS, which value is returned is unspecified.  Shared Subscription groups come
+        separately, each with all its members (see :class:`Matches`); they are not merged
+        with the ordinary subscriptions.  Use :meth:`match_all` to see every matching
+        subscription (for instance to send all Subscription Identifiers, [MQTT-3.3.4-3]).
+
+        ``name`` is not validated (see :func:`validate_topic_name`); the result is what
+        :func:`topic_matches` says for each stored filter.
+        """
+        cdef str topic = _exact_str(name, "topic name")
+        cdef dict best = {}, groups = {}, subs
+        cdef _Node node
+        cdef tuple entry, held
+        for node in self._collect(topic):
+            subs = node.subs
+            if subs:
+                if best:
+                    for key, entry in subs.items():
+                        held = best.get(key)
+                        if held is None or entry[0] > held[0]:
+                            best[key] = entry
+                else:
+                    best.update(subs)
+            if node.shared:
+                for share, members in node.shared.items():
+                    groups[(share, node.filter)] = {
+                        key: entry[1] for key, entry in (<dict>members).items()
+                    }
+        return Matches({key: entry[1] for key, entry in best.items()}, groups)
+
+    def match_all(self, name):
+        """Every subscription matching ``name``, as ``(filter, key, value)``, without
+        merging a subscriber's overlapping subscriptions; shared ones appear with their
+        full ``$share/...`` filter.  Each subscription comes once, in no particular order.
+        """
+        cdef str topic = _exact_str(name, "topic name")
+        cdef set seen = set()
+        cdef list out = []
+        cdef _Node node
+        for node in self._collect(topic):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node.subs:
+                out.extend([(node.filter, key, entry[1]) for key, entry in node.subs.items()])
+            if node.shared:
+                for share, members in node.shared.items():
+                    full = f"{_SHARE}/{share}/{node.filter}"
+                    out.extend([(full, key, entry[1]) for key, entry in (<dict>members).items()])
+        return out
+
+    def _node_count(self):
+        """How many nodes the tree holds, the root included (for leak tests)."""
+        cdef Py_ssize_t count = 0
+        cdef list stack = [self._root]
+        cdef _Node node
+        while stack:
+            node = stack.pop()
+            count += 1
+            stack.extend(node.children.values())
+        return count

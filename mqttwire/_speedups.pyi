@@ -1,0 +1,26 @@
+# The Cython extension has exactly the API of the pure-Python twin (tests/test_parity.py
+# proves names, signatures, fields and reprs equal), so its stub is the twin's types.
+from ._pure import Auth as Auth
+from ._pure import ConnAck as ConnAck
+from ._pure import Connect as Connect
+from ._pure import Disconnect as Disconnect
+from ._pure import PingReq as PingReq
+from ._pure import PingResp as PingResp
+from ._pure import PreparedPublish as PreparedPublish
+from ._pure import PubAck as PubAck
+from ._pure import PubComp as PubComp
+from ._pure import Publish as Publish
+from ._pure import PubRec as PubRec
+from ._pure import PubRel as PubRel
+from ._pure import StreamDecoder as StreamDecoder
+from ._pure import SubAck as SubAck
+from ._pure import Subscribe as Subscribe
+from ._pure import Subscription as Subscription
+from ._pure import UnsubAck as UnsubAck
+from ._pure import Unsubscribe as Unsubscribe
+from ._pure import Will as Will
+from ._pure import decode as decode
+from ._pure import decode_from as decode_from
+from ._pure import encode as encode
+
+__all__: list[str]

@@ -1,0 +1,24 @@
+"""The capture pipeline on Apache Spark: captures in, Parquet tables and a summary out.
+
+Run it as ``mqttwire pipeline INPUT... --out DIR`` (see :mod:`mqttwire.cli`) or from
+Python with :func:`run_pipeline`.  The modules, in the order data flows:
+
+- :mod:`.inputs`: list the input files (any Hadoop URI) on the driver;
+- :mod:`.reading`: one capture's records and TCP stream ends (executor side);
+- :mod:`.derive`: the connections, messages and retained tables of one capture, in
+  pure Python (no Spark needed);
+- :mod:`.batches`: all of a capture's tables as Arrow record batches;
+- :mod:`.schema`: the declared table schemas;
+- :mod:`.pipeline`: the Spark job; :mod:`.session`: starting Spark;
+- :mod:`.report`: the summary and its chart.
+
+Importing this package does not import pyspark; :func:`run_pipeline` does.
+"""
+
+from __future__ import annotations
+
+from .pipeline import TABLE_NAMES, PipelineOptions, PipelineResult, run_pipeline
+from .session import JavaMissing, find_java
+
+__all__ = ["run_pipeline", "PipelineOptions", "PipelineResult", "TABLE_NAMES", "JavaMissing",
+           "find_java"]

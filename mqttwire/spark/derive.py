@@ -1,0 +1,283 @@
+"""The derived tables of one capture: connections, messages (with their QoS exchanges) and
+the retained messages at the end of the capture.
+
+Computed per capture file, in the executor that decodes it, as its records come (in
+capture order): an MQTT connection, its QoS exchanges and a broker's retained store all
+live inside one capture, so no shuffle is needed, and the state held is bounded by the
+open connections, the unfinished exchanges and the retained topics, not by the packets.
+
+Rows are plain dicts whose keys are the columns of :mod:`mqttwire.spark.schema`; every
+time is integer nanoseconds since the epoch (the Arrow layer converts them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..capture import Record
+from .reading import StreamEnd
+
+__all__ = ["CaptureTables", "derive", "REJECTED"]
+
+Row = dict[str, Any]
+
+#: Reason codes from 0x80 up are failures (MQTT 5.0 §2.4); a PUBACK or PUBREC carrying one
+#: ends the exchange (MQTT 5.0 §4.3.2, §4.3.3).
+REJECTED = 0x80
+
+_OTHER = {"c2s": "s2c", "s2c": "c2s"}
+
+
+class _Conn:
+    """What is known of one MQTT connection, and its unfinished QoS exchanges."""
+
+    __slots__ = ("row", "pending", "ended")
+
+    def __init__(self, row: Row) -> None:
+        self.row = row
+        # (direction of the PUBLISH, packet id) -> its messages row
+        self.pending: dict[tuple[str, int], Row] = {}
+        self.ended: set[str] = set()  # the directions whose TCP stream ended
+
+
+class CaptureTables:
+    """Feed a capture's records and stream ends in capture order (:meth:`add`); take the
+    finished ``connections`` and ``messages`` rows from the lists of those names as they
+    fill; call :meth:`finish` at the end of the capture for the rest and the
+    ``retained`` rows.
+
+    Payloads are taken from the records (``Record.payload``, present when the capture
+    was read with a payload limit).
+    """
+
+    def __init__(self, capture: str) -> None:
+        self.capture = capture
+        self.connections: list[Row] = []
+        self.messages: list[Row] = []
+        self._conns: dict[str, _Conn] = {}
+        self._retained: dict[str, Row] = {}
+
+    # -- input ---------------------------------------------------------------------------
+
+    def add(self, item: Record | StreamEnd) -> None:
+        """Take the next record or stream end of the capture."""
+        if type(item) is StreamEnd:
+            self._end(item)
+            return
+        rec: Record = item  # type: ignore[assignment]
+        if rec.connection_id is None:
+            return  # a fragment or a capture error: no connection
+        conn = self._conns.get(rec.connection_id)
+        if conn is None:
+            conn = self._conns[rec.connection_id] = _Conn(self._new_connection(rec))
+        row = conn.row
+        if rec.ts is not None:
+            if row["first_ts"] is None:
+                row["first_ts"] = rec.ts
+            row["last_ts"] = rec.ts
+        if rec.client_id is not None:
+            row["client_id"] = rec.client_id
+        if rec.protocol_version is not None:
+            row["protocol_version"] = rec.protocol_version
+        if rec.kind == "packet":
+            row["packets_" + rec.direction] += 1  # type: ignore[operator]
+            row["bytes_" + rec.direction] += rec.length or 0  # type: ignore[operator]
+            self._packet(conn, rec)
+        elif rec.kind == "gap":
+            row["gaps"] += 1
+        else:
+            row["errors"] += 1
+
+    def finish(self) -> list[Row]:
+        """End of the capture: move every remaining connection and unfinished exchange to
+        ``connections`` and ``messages``; return the ``retained`` rows (one per topic
+        that holds a retained message, by topic)."""
+        for conn_id in list(self._conns):
+            self._close(conn_id)
+        return [self._retained[topic] for topic in sorted(self._retained)]
+
+    # -- connections ----------------------------------------------------------------------
+
+    def _new_connection(self, rec: Record) -> Row:
+        if rec.direction == "c2s":
+            client = (rec.src_ip, rec.src_port, rec.dst_ip, rec.dst_port)
+        else:
+            client = (rec.dst_ip, rec.dst_port, rec.src_ip, rec.src_port)
+        return {
+            "capture": self.capture, "connection_id": rec.connection_id,
+            "client_ip": client[0], "client_port": client[1],
+            "server_ip": client[2], "server_port": client[3],
+            "client_id": None, "protocol_version": None, "clean_start": None,
+            "keep_alive": None, "username_present": None, "password_present": None,
+            "will_topic": None, "will_qos": None, "will_retain": None,
+            "will_payload_length": None, "connect_ts": None, "connack_ts": None,
+            "connack_reason_code": None, "session_present": None,
+            "first_ts": None, "last_ts": None, "close_ts": None, "close_reason": None,
+            "disconnect_by": None, "disconnect_reason_code": None,
+            "tcp_end": None, "tcp_closed_by": None,
+            "packets_c2s": 0, "packets_s2c": 0, "bytes_c2s": 0, "bytes_s2c": 0,
+            "errors": 0, "gaps": 0,
+        }
+
+    def _end(self, end: StreamEnd) -> None:
+        conn = self._conns.get(end.connection_id)
+        if conn is None:
+            return  # an MQTT stream without a single record (no bytes): nothing to report
+        row = conn.row
+        side = "client" if (end.src_ip, end.src_port) == (row["client_ip"], row["client_port"]) else "server"
+        if row["tcp_end"] is None:
+            # The first end decides how the connection closed.  A RST ends both
+            # directions at once, so only a FIN says which side closed.
+            row["tcp_end"] = end.reason
+            row["tcp_closed_by"] = side if end.reason == "fin" else None
+            if end.reason != "eof" and row["close_ts"] is None:
+                row["close_ts"] = end.ts
+        conn.ended.add(side)
+        if len(conn.ended) == 2:
+            self._close(end.connection_id)
+
+    def _close(self, conn_id: str) -> None:
+        conn = self._conns.pop(conn_id)
+        row = conn.row
+        if row["disconnect_by"] is not None:
+            row["close_reason"] = "disconnect"
+        else:
+            row["close_reason"] = row["tcp_end"] or "eof"
+        for message in conn.pending.values():
+            self.messages.append(message)  # status stays "incomplete"
+        self.connections.append(row)
+
+    # -- packets -------------------------------------------------------------------------
+
+    def _packet(self, conn: _Conn, rec: Record) -> None:
+        ptype = rec.packet_type
+        row = conn.row
+        if ptype == "PUBLISH":
+            self._publish(conn, rec)
+        elif ptype in ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"):
+            self._ack(conn, rec)
+        elif ptype == "CONNECT":
+            p = rec.packet
+            will = p.will
+            row["connect_ts"] = rec.ts
+            row["clean_start"] = bool(p.clean_start)
+            row["keep_alive"] = p.keep_alive
+            row["username_present"] = p.username is not None
+            row["password_present"] = p.password is not None
+            if will is not None:
+                row["will_topic"] = will.topic
+                row["will_qos"] = will.qos
+                row["will_retain"] = bool(will.retain)
+                row["will_payload_length"] = len(will.payload)
+        elif ptype == "CONNACK":
+            row["connack_ts"] = rec.ts
+            row["connack_reason_code"] = rec.reason_code
+            row["session_present"] = bool(rec.packet.session_present)
+        elif ptype == "DISCONNECT" and row["disconnect_by"] is None:
+            # From the client at any level; from the server only in MQTT 5.0 (§3.14).
+            row["disconnect_by"] = "client" if rec.direction == "c2s" else "server"
+            row["disconnect_reason_code"] = rec.reason_code
+            row["close_ts"] = rec.ts
+
+    def _publish(self, conn: _Conn, rec: Record) -> None:
+        qos = rec.qos or 0
+        key = (rec.direction, rec.packet_id)
+        if qos and rec.dup:
+            earlier = conn.pending.get(key)  # type: ignore[arg-type]
+            if earlier is not None:
+                # A retransmission of the message in flight under this packet id
+                # [MQTT-3.3.1-1]: the same application message, not a new one.
+                earlier["retransmissions"] += 1
+                return
+        message = {
+            "capture": self.capture, "connection_id": rec.connection_id,
+            "client_id": conn.row["client_id"], "protocol_version": rec.protocol_version,
+            "direction": rec.direction, "ts": rec.ts, "stream_offset": rec.stream_offset,
+            "topic": rec.topic, "topic_from_alias": rec.topic_from_alias, "qos": qos,
+            "retain": bool(rec.retain), "dup": bool(rec.dup), "packet_id": rec.packet_id,
+            "payload_length": rec.payload_length, "payload": rec.payload,
+            "status": "incomplete" if qos else None, "retransmissions": 0,
+            "puback_ts": None, "pubrec_ts": None, "pubrel_ts": None, "pubcomp_ts": None,
+            "ack_reason_code": None, "completed_ts": None, "latency_ms": None,
+        }
+        if not qos:
+            self.messages.append(message)
+        else:
+            replaced = conn.pending.pop(key, None)  # type: ignore[arg-type]
+            if replaced is not None:
+                # The packet id is reused while its exchange looks unfinished: the capture
+                # missed the end of that exchange (or the sender broke [MQTT-2.2.1-3]).
+                self.messages.append(replaced)
+            conn.pending[key] = message  # type: ignore[index]
+        if rec.direction == "c2s" and rec.retain and rec.topic is not None:
+            self._retain(rec)
+
+    def _ack(self, conn: _Conn, rec: Record) -> None:
+        """Advance a QoS 1 or 2 exchange (MQTT 3.1.1 §4.3, MQTT 5.0 §4.3).  PUBACK, PUBREC
+        and PUBCOMP answer a PUBLISH of the other direction; PUBREL follows the PUBREC in
+        the direction of the PUBLISH."""
+        ptype = rec.packet_type
+        publish_dir = rec.direction if ptype == "PUBREL" else _OTHER[rec.direction]  # type: ignore[index]
+        key = (publish_dir, rec.packet_id)
+        message = conn.pending.get(key)  # type: ignore[arg-type]
+        if message is None:
+            return  # its PUBLISH is not in the capture (or was already answered)
+        qos = message["qos"]
+        ts = rec.ts
+        code = rec.reason_code
+        if ptype == "PUBACK":
+            if qos != 1:
+                return
+            message["puback_ts"] = ts
+            self._done(conn, key, message, ts, code)
+        elif ptype == "PUBREC":
+            if qos != 2 or message["pubrec_ts"] is not None:
+                return
+            message["pubrec_ts"] = ts
+            message["ack_reason_code"] = code
+            if code is not None and code >= REJECTED:
+                self._done(conn, key, message, ts, code)
+        elif ptype == "PUBREL":
+            if qos == 2 and message["pubrec_ts"] is not None and message["pubrel_ts"] is None:
+                message["pubrel_ts"] = ts
+        elif qos == 2 and message["pubrel_ts"] is not None:  # PUBCOMP
+            message["pubcomp_ts"] = ts
+            self._done(conn, key, message, ts, code)
+
+    def _done(self, conn: _Conn, key: tuple[str, int], message: Row, ts: int | None,
+              code: int | None) -> None:
+        del conn.pending[key]
+        message["ack_reason_code"] = code
+        message["status"] = "failed" if code is not None and code >= REJECTED else "complete"
+        message["completed_ts"] = ts
+        if ts is not None and message["ts"] is not None:
+            message["latency_ms"] = (ts - message["ts"]) / 1e6
+        self.messages.append(message)
+
+    # -- retained messages -----------------------------------------------------------------
+
+    def _retain(self, rec: Record) -> None:
+        """Apply a retained PUBLISH from a client to the server's store: it replaces the
+        topic's retained message [MQTT-3.3.1-5]; one with an empty payload removes it and
+        is not stored itself [MQTT-3.3.1-10, MQTT-3.3.1-11]."""
+        topic: str = rec.topic  # type: ignore[assignment]
+        if not rec.payload_length:
+            self._retained.pop(topic, None)
+            return
+        self._retained[topic] = {
+            "capture": self.capture, "topic": topic, "connection_id": rec.connection_id,
+            "client_id": rec.client_id, "protocol_version": rec.protocol_version,
+            "ts": rec.ts, "qos": rec.qos, "payload_length": rec.payload_length,
+            "payload": rec.payload, "stream_offset": rec.stream_offset,
+        }
+
+
+def derive(items: Iterable[Record | StreamEnd],
+           capture: str) -> tuple[list[Row], list[Row], list[Row]]:
+    """All three derived tables of one capture at once: (connections, messages, retained).
+    For tests and small captures; the pipeline streams through :class:`CaptureTables`."""
+    tables = CaptureTables(capture)
+    for item in items:
+        tables.add(item)
+    retained = tables.finish()
+    return tables.connections, tables.messages, retained

@@ -1,0 +1,331 @@
+"""The pipeline: captures in, Parquet tables and a summary out.
+
+How it runs:
+
+1. The driver lists the inputs through Hadoop (:mod:`.inputs`); unreadable ones are kept,
+   to be reported by name and to get an error row.
+2. Each capture file is one Spark task: a capture cannot be split (TCP streams run through
+   the whole file).  The task decodes its file with :func:`~.batches.decode_capture` inside
+   ``mapInArrow`` and returns Arrow batches of every table: the packets, and the
+   connections, messages and retained messages derived from them in the same pass (all of
+   an MQTT connection is in one file, so the derivation needs no shuffle).
+   Files on a local or shared filesystem are *streamed*: the task gets the path and reads
+   the file in chunks, so a capture of any size fits in bounded memory.  Files on other
+   filesystems (hdfs:, s3a:, ...) come through Spark's ``binaryFile`` source, which hands
+   the task the whole file and refuses files over 2 GiB.
+3. The decoded rows are cached, and each table is written from the cache as Parquet
+   (``packets`` partitioned by capture); ``errors`` is the non-packet rows of ``packets``.
+4. A summary is printed and written to summary.md with a chart (:mod:`.report`).
+
+Why not Spark 4's Python Data Source API for step 2: it would stream files just the same
+(one partition per file), but its readers cannot update accumulators, which the progress
+report needs; a ``mapInArrow`` over a one-row-per-partition list of files can.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
+
+from .inputs import CaptureFile, list_inputs, local_path
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["PipelineOptions", "PipelineResult", "run_pipeline", "TABLE_NAMES"]
+
+#: The tables written, in order (each to OUT/<name>).
+TABLE_NAMES = ("packets", "connections", "messages", "retained", "errors")
+
+#: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
+BINARY_FILE_LIMIT = (1 << 31) - 1
+
+
+@dataclass
+class PipelineOptions:
+    """What ``mqttwire pipeline`` was asked to do (see the CLI's help for each)."""
+
+    inputs: Sequence[str]
+    out: str
+    master: str = "local[*]"
+    ports: Sequence[int] = (1883,)
+    payload_limit: int | None = None
+    reader: str = "auto"  # auto, stream, binaryfile
+    progress_interval: float = 5.0
+    summary_dir: str | None = None  # default: OUT when local, else the current directory
+
+
+@dataclass
+class PipelineResult:
+    """What a run did: the files, the totals and where the output is."""
+
+    files: list[CaptureFile]
+    records: int
+    packets: int
+    error_records: int
+    elapsed: float
+    summary_path: str
+    chart_path: str | None
+    summary_text: str
+    counts: dict[str, int] = field(default_factory=dict)  # rows per table
+    bad_captures: list[str] = field(default_factory=list)  # names, not read to the end
+
+
+class _Counters(NamedTuple):
+    """The accumulators that the tasks add to as each file finishes (only these are
+    shipped to the executors)."""
+
+    files: Accumulator[int]
+    bytes: Accumulator[int]
+    records: Accumulator[int]
+    packets: Accumulator[int]
+    errors: Accumulator[int]
+
+
+class _Progress:
+    """The run's counters, and a driver thread that prints them every ``interval``
+    seconds while decoding runs."""
+
+    def __init__(self, spark: SparkSession, total_files: int, total_bytes: int,
+                 interval: float, stream: Any = None) -> None:
+        sc = spark.sparkContext
+        self.counters = _Counters(*(sc.accumulator(0) for _ in _Counters._fields))
+        self.total_files = total_files
+        self.total_bytes = total_bytes
+        self.interval = interval
+        self.stream = stream or sys.stderr
+        self.start = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mqttwire-progress",
+                                        daemon=True)
+
+    def line(self) -> str:
+        c = self.counters
+        return (f"progress: {c.files.value}/{self.total_files} files, "
+                f"{_mib(c.bytes.value)}/{_mib(self.total_bytes)}, "
+                f"{c.packets.value:,} packets decoded, "
+                f"{_clock(time.monotonic() - self.start)} elapsed")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            print(self.line(), file=self.stream, flush=True)
+
+    def __enter__(self) -> _Progress:
+        if self.interval > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+# ---------------------------------------------------------------------------------------
+# Executor side (these closures are pickled into the tasks)
+
+
+def _file_task(name: str, opener: Callable[[], Any], size: int, ports: Sequence[int],
+               payload_limit: int | None, counters: _Counters) -> Iterator[pa.RecordBatch]:
+    """Decode one capture file; any failure to read it becomes its error row."""
+    from .batches import FileStats, decode_capture, error_batch
+
+    stats = FileStats()
+    try:
+        with opener() as f:
+            yield from decode_capture(f, name, ports=ports, payload_limit=payload_limit,
+                                      stats=stats)
+    except OSError as exc:
+        stats.errors += 1
+        yield error_batch(name, f"cannot read the file: {exc.strerror or exc}")
+    except Exception as exc:  # a decoder bug must not cost the other files their results
+        stats.errors += 1
+        yield error_batch(name, f"decoding stopped by {type(exc).__name__}: {exc} "
+                                "(an mqttwire bug: please report it with the capture)")
+    counters.files.add(1)
+    counters.bytes.add(size)
+    counters.records.add(stats.records)
+    counters.packets.add(stats.packets)
+    counters.errors.add(stats.errors)
+
+
+def _stream_task(ports: Sequence[int], payload_limit: int | None,
+                 counters: _Counters) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow function over (name, path, size, problem) rows: open and stream each."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from .batches import error_batch
+
+        for batch in batches:
+            for name, path, size, problem in zip(*(c.to_pylist() for c in batch.columns)):
+                if problem is not None:
+                    counters.files.add(1)
+                    counters.errors.add(1)
+                    yield error_batch(name, problem)
+                    continue
+                yield from _file_task(name, lambda p=path: open(p, "rb"), size, ports,
+                                      payload_limit, counters)
+    return run
+
+
+def _binary_task(names: dict[str, str], ports: Sequence[int], payload_limit: int | None,
+                 counters: _Counters) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow function over binaryFile's (path, content) rows."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for batch in batches:
+            paths = batch.column(0).to_pylist()
+            contents = batch.column(1)
+            for i, uri in enumerate(paths):
+                content = contents[i].as_buffer()
+                name = names.get(uri) or uri.rsplit("/", 1)[-1]
+                yield from _file_task(name, lambda c=content: pa.BufferReader(c),
+                                      content.size, ports, payload_limit, counters)
+    return run
+
+
+# ---------------------------------------------------------------------------------------
+# Driver side
+
+
+def _plan(files: list[CaptureFile], reader: str) -> tuple[list[CaptureFile], list[CaptureFile]]:
+    """Split the files between the streaming reader and binaryFile."""
+    stream: list[CaptureFile] = []
+    binary: list[CaptureFile] = []
+    for f in files:
+        local = local_path(f.uri) is not None
+        if f.problem is not None:
+            stream.append(f)
+        elif reader == "binaryfile" or (reader == "auto" and not local):
+            if f.size > BINARY_FILE_LIMIT:
+                f.problem = ("over 2 GiB, too large for Spark's binaryFile source: put it "
+                             "on a filesystem that every executor mounts (or a local path)")
+                stream.append(f)
+            else:
+                binary.append(f)
+        elif not local:
+            f.problem = "not a local path: the streaming reader opens files by path"
+            stream.append(f)
+        else:
+            stream.append(f)
+    return stream, binary
+
+
+def _decoded(spark: SparkSession, files: list[CaptureFile], options: PipelineOptions,
+             counters: _Counters) -> DataFrame:
+    """The DataFrame of every table's rows (schema DECODED), one task per file."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from .schema import DECODED
+
+    schema = from_arrow_schema(DECODED)
+    ports = tuple(options.ports)
+    stream, binary = _plan(files, options.reader)
+    parts: list[DataFrame] = []
+    if stream:
+        # Largest first, so that one big file does not start last; parallelize() with one
+        # slice per element gives each file its own partition, hence its own task.
+        stream.sort(key=lambda f: -f.size)
+        rows = [(f.name, local_path(f.uri), f.size, f.problem) for f in stream]
+        rdd = spark.sparkContext.parallelize(rows, len(rows))
+        listing = spark.createDataFrame(
+            rdd, "name string, path string, size long, problem string")
+        parts.append(listing.mapInArrow(
+            _stream_task(ports, options.payload_limit, counters), schema))
+    if binary:
+        # One file per partition: with the open cost as large as a whole partition,
+        # Spark's file packing never puts a second file next to the first.
+        spark.conf.set("spark.sql.files.openCostInBytes", str(128 << 20))
+        spark.conf.set("spark.sql.files.maxPartitionBytes", str(128 << 20))
+        names = {f.uri: f.name for f in binary}
+        raw = spark.read.format("binaryFile").load([f.uri for f in binary])
+        parts.append(raw.select("path", "content").mapInArrow(
+            _binary_task(names, ports, options.payload_limit, counters), schema))
+    decoded = parts[0]
+    for part in parts[1:]:
+        decoded = decoded.unionByName(part)
+    return decoded
+
+
+def _tables(decoded: DataFrame) -> dict[str, DataFrame]:
+    from pyspark.sql import functions as F
+
+    from .schema import ERROR_KINDS, ERRORS
+
+    tables = {name: decoded.where(F.col("table") == name).select(f"{name}.*")
+              for name in ("packets", "connections", "messages", "retained")}
+    tables["errors"] = (tables["packets"].where(F.col("kind").isin(*ERROR_KINDS))
+                        .select(*ERRORS.names))
+    return tables
+
+
+def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
+                 out: Any = None) -> PipelineResult:
+    """Run the pipeline (see the module docstring); print progress to stderr and the
+    summary and totals to ``out`` (default stdout).  ``spark``: an existing session to
+    use (else one is made for ``options.master`` and stopped at the end)."""
+    from pyspark import StorageLevel
+
+    from .report import write_summary
+    from .session import make_session
+
+    out = out or sys.stdout
+    own_session = spark is None
+    if spark is None:
+        spark = make_session(options.master)
+    started = time.monotonic()
+    try:
+        files = list_inputs(spark, options.inputs)
+        for f in files:
+            if f.problem is not None:
+                print(f"mqttwire: {f.uri}: {f.problem} (reported in the errors table)",
+                      file=sys.stderr)
+        total = sum(f.size for f in files)
+        print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
+              f"{spark.sparkContext.master}", file=sys.stderr)
+        progress = _Progress(spark, len(files), total, options.progress_interval)
+        decoded = _decoded(spark, files, options, progress.counters)
+        decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            tables = _tables(decoded)
+            target = options.out.rstrip("/")
+            with progress:  # the first write runs the decoding
+                (tables["packets"].write.mode("overwrite").partitionBy("capture")
+                 .parquet(f"{target}/packets"))
+            for name in TABLE_NAMES[1:]:
+                tables[name].write.mode("overwrite").parquet(f"{target}/{name}")
+            summary_dir = options.summary_dir or local_path(target) or "."
+            report = write_summary(tables, summary_dir, options=options, files=files)
+            counts = report.counts
+            bad = report.bad_captures
+        finally:
+            decoded.unpersist()
+        elapsed = time.monotonic() - started
+        print(report.text, file=out)
+        c = progress.counters
+        print(f"done: {len(files)} files ({len(report.bad_captures)} unreadable or "
+              f"corrupt), {_mib(total)}, "
+              f"{c.packets.value:,} packets, {c.errors.value:,} error/gap "
+              f"records, {counts.get('connections', 0):,} connections, "
+              f"{counts.get('messages', 0):,} messages, in {elapsed:.1f} s; "
+              f"tables in {target}/, summary in {report.path}", file=out)
+        return PipelineResult(files, c.records.value, c.packets.value, c.errors.value, elapsed, report.path,
+                              report.chart_path, report.text, counts, bad)
+    finally:
+        if own_session:
+            spark.stop()

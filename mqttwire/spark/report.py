@@ -1,0 +1,214 @@
+"""The run's summary: packets by type and version, top topics, QoS exchanges that did not
+complete, errors; written as summary.md with a PNG chart of the message rate.
+
+Every figure is a small Spark aggregate over the (cached) tables; only aggregates reach
+the driver, never rows by the million.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from .inputs import CaptureFile
+
+__all__ = ["Report", "write_summary", "markdown_table", "rate_buckets"]
+
+TOP = 10  # rows in the "top" and "first" lists
+CHART_BUCKETS = 100  # bars of the message-rate chart, at most
+
+
+@dataclass
+class Report:
+    """The summary's text (Markdown), where it was written, the row counts, and the
+    captures that could not be read to the end (a "capture_error" row)."""
+
+    text: str
+    path: str
+    chart_path: str | None
+    counts: dict[str, int]
+    bad_captures: list[str]
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table (``|`` in cells escaped, None shown empty)."""
+    def cell(value: Any) -> str:
+        return "" if value is None else str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def rate_buckets(first_us: int, last_us: int, buckets: int = CHART_BUCKETS) -> int:
+    """The bucket width in whole microseconds (at least 1) that cuts the time span
+    [first_us, last_us] into at most ``buckets`` buckets."""
+    span = max(last_us - first_us, 1)
+    return max(-(-span // buckets), 1)
+
+
+def write_summary(tables: dict[str, DataFrame], directory: str, *, options: Any,
+                  files: list[CaptureFile]) -> Report:
+    """Compute the summary from ``tables``, write ``directory``/summary.md and
+    message_rate.png, and return it."""
+    from pyspark.sql import functions as F
+
+    os.makedirs(directory, exist_ok=True)
+    counts = {name: df.count() for name, df in tables.items()}
+    packets = tables["packets"].where(F.col("kind") == "packet")
+    messages = tables["messages"]
+    errors = tables["errors"]
+    parts = ["# mqttwire pipeline summary", ""]
+
+    parts += [f"Inputs: {len(files)} capture file(s); output: `{options.out}`.", ""]
+    parts += [markdown_table(["table", "rows"], sorted(counts.items(), key=_table_order)), ""]
+
+    # Packets by type and protocol level.
+    by_type = packets.groupBy("packet_type", "protocol_version").count().collect()
+    levels = sorted({r["protocol_version"] for r in by_type if r["protocol_version"] is not None})
+    grid: dict[str, dict[Any, int]] = {}
+    for r in by_type:
+        grid.setdefault(r["packet_type"], {})[r["protocol_version"]] = r["count"]
+    names = {3: "3.1", 4: "3.1.1", 5: "5.0"}
+    rows = [[ptype] + [grid[ptype].get(v, 0) for v in levels] + [sum(grid[ptype].values())]
+            for ptype in sorted(grid, key=lambda t: -sum(grid[t].values()))]
+    parts += ["## Packets by type and protocol version", "",
+              markdown_table(["packet type"] + [f"MQTT {names.get(v, v)}" for v in levels]
+                             + ["total"], rows), ""]
+
+    # Top topics.
+    top = (messages.groupBy("topic")
+           .agg(F.count(F.lit(1)).alias("messages"),
+                F.sum(F.when(F.col("direction") == "c2s", 1).otherwise(0)).alias("published"),
+                F.sum(F.when(F.col("direction") == "s2c", 1).otherwise(0)).alias("delivered"),
+                F.sum("payload_length").alias("payload_bytes"))
+           .orderBy(F.desc("messages"), "topic").limit(TOP).collect())
+    parts += [f"## Top topics (by PUBLISH packets, at most {TOP})", "",
+              markdown_table(["topic", "PUBLISH packets", "published (c2s)", "delivered (s2c)",
+                              "payload bytes"],
+                             [[r["topic"], r["messages"], r["published"], r["delivered"],
+                               r["payload_bytes"]] for r in top]), ""]
+
+    # QoS exchanges.
+    qos = (messages.where(F.col("qos") > 0).groupBy("qos", "status")
+           .agg(F.count(F.lit(1)).alias("n"),
+                F.percentile_approx("latency_ms", 0.5).alias("median_ms"),
+                F.max("latency_ms").alias("max_ms"))
+           .orderBy("qos", "status").collect())
+    parts += ["## QoS 1 and 2 exchanges", "",
+              markdown_table(["QoS", "status", "messages", "median latency (ms)",
+                              "max latency (ms)"],
+                             [[r["qos"], r["status"], r["n"], _ms(r["median_ms"]),
+                               _ms(r["max_ms"])] for r in qos]), ""]
+    unfinished = messages.where(F.col("status").isin("incomplete", "failed"))
+    n_unfinished = unfinished.count()
+    if n_unfinished:
+        first = (unfinished.orderBy("ts").limit(TOP)
+                 .select("capture", "connection_id", "client_id", "direction", "topic",
+                         "qos", "packet_id", "status", "ack_reason_code", "puback_ts",
+                         "pubrec_ts", "pubrel_ts").collect())
+        parts += [f"{n_unfinished} exchange(s) did not complete; the first {len(first)}:", "",
+                  markdown_table(["capture", "connection", "client id", "direction", "topic",
+                                  "QoS", "packet id", "status", "ack reason", "last step"],
+                                 [[r["capture"], r["connection_id"], r["client_id"],
+                                   r["direction"], r["topic"], r["qos"], r["packet_id"],
+                                   r["status"], _hex(r["ack_reason_code"]), _last_step(r)]
+                                  for r in first]), ""]
+    else:
+        parts += ["Every QoS 1 and 2 exchange in the captures completed.", ""]
+
+    # Errors.
+    bad = sorted(r["capture"] for r in errors.where(F.col("kind") == "capture_error")
+                 .select("capture").distinct().collect())
+    by_kind = errors.groupBy("kind").count().orderBy(F.desc("count")).collect()
+    parts += ["## Errors", ""]
+    if by_kind:
+        first_errors = (errors.orderBy("capture", "ts_ns").limit(TOP)
+                        .select("capture", "kind", "connection_id", "direction",
+                                "stream_offset", "length", "error").collect())
+        parts += [markdown_table(["kind", "records"], [[r["kind"], r["count"]] for r in by_kind]),
+                  "", f"The first {len(first_errors)}:", "",
+                  markdown_table(["capture", "kind", "connection", "direction", "stream offset",
+                                  "bytes", "what"], [list(r) for r in first_errors]), ""]
+    else:
+        parts += ["No errors: every byte of every MQTT stream decoded.", ""]
+    if bad:
+        parts += ["Captures that could not be read to the end: "
+                  + ", ".join(f"`{name}`" for name in bad) + ".", ""]
+
+    chart = _rate_chart(messages, directory)
+    if chart is not None:
+        parts += ["## Message rate", "", f"![PUBLISH packets over time]({os.path.basename(chart)})", ""]
+    text = "\n".join(parts)
+    path = os.path.join(directory, "summary.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return Report(text, path, chart, counts, bad)
+
+
+def _rate_chart(messages: DataFrame, directory: str) -> str | None:
+    """Plot PUBLISH packets per second over time (published and delivered), or None
+    when there are no messages."""
+    from pyspark.sql import functions as F
+
+    bounds = messages.agg(F.min(F.unix_micros("ts")).alias("lo"),
+                          F.max(F.unix_micros("ts")).alias("hi")).first()
+    if bounds is None or bounds["lo"] is None:
+        return None
+    lo, hi = bounds["lo"], bounds["hi"]
+    width = rate_buckets(lo, hi)
+    bucket = F.floor((F.unix_micros("ts") - F.lit(lo)) / F.lit(width)).alias("bucket")
+    counts = messages.groupBy(bucket, "direction").count().collect()
+
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    n = (hi - lo) // width + 1
+    seconds = width / 1e6
+    x = [i * seconds for i in range(n)]
+    fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
+    for direction, label in (("c2s", "published (client to server)"),
+                             ("s2c", "delivered (server to client)")):
+        series = [0.0] * n
+        for r in counts:
+            if r["direction"] == direction:
+                series[r["bucket"]] = r["count"] / seconds
+        ax.step(x, series, where="post", label=label)
+    ax.set_xlabel(f"seconds since the first message (buckets of {seconds:.6g} s)")
+    ax.set_ylabel("PUBLISH packets per second")
+    ax.set_title("Message rate")
+    ax.legend()
+    fig.tight_layout()
+    path = os.path.join(directory, "message_rate.png")
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _table_order(item: tuple[str, int]) -> int:
+    order = ("packets", "connections", "messages", "retained", "errors")
+    return order.index(item[0]) if item[0] in order else len(order)
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def _hex(code: int | None) -> str:
+    return "" if code is None else f"0x{code:02X}"
+
+
+def _last_step(r: Any) -> str:
+    if r["pubrel_ts"] is not None:
+        return "PUBREL (no PUBCOMP)"
+    if r["pubrec_ts"] is not None:
+        return "PUBREC" + (" (no PUBREL)" if r["status"] == "incomplete" else "")
+    if r["puback_ts"] is not None:
+        return "PUBACK"
+    return "PUBLISH (no answer)"

@@ -1,0 +1,99 @@
+"""Starting Spark for the pipeline: the Java check, the environment, the session.
+
+Facts behind the settings (measured on the project's machines, see PIPELINE-NOTES.md):
+Python workers start whatever ``python3`` is on PATH unless PYSPARK_PYTHON names the
+interpreter that has mqttwire and pyarrow; and a host whose name resolves to 127.0.0.1
+makes Spark pick another interface's address unless the driver is pinned to loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["JavaMissing", "find_java", "is_on_this_host", "make_session"]
+
+LOOPBACK = "127.0.0.1"
+
+
+class JavaMissing(RuntimeError):
+    """No Java runtime: Spark cannot start."""
+
+
+def find_java() -> str:
+    """The ``java`` that Spark will run: $JAVA_HOME/bin/java if JAVA_HOME is set, else
+    the first on PATH.  Raises :class:`JavaMissing` with what to do when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home, "bin", "java")
+        if java.is_file() and os.access(java, os.X_OK):
+            return str(java)
+        raise JavaMissing(
+            f"JAVA_HOME is {home!r}, but {java} is not an executable: point JAVA_HOME at "
+            "a Java 17 or 21 runtime (Spark 4 needs one), or unset it to use `java` from PATH")
+    found = shutil.which("java")
+    if found is None:
+        raise JavaMissing(
+            "Java was not found (no JAVA_HOME, no `java` on PATH): Spark 4 needs a Java 17 "
+            "or 21 runtime, e.g. `apt-get install openjdk-17-jre-headless` on Debian 12, "
+            "or set JAVA_HOME")
+    return found
+
+
+def is_on_this_host(master: str) -> bool:
+    """Whether ``master`` runs its executors on this machine: ``local[...]`` or a
+    standalone master on a loopback address."""
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def make_session(master: str = "local[*]", *, app_name: str = "mqttwire-pipeline",
+                 conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession for the pipeline.
+
+    Sets PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON to this interpreter unless already set.
+    When ``master`` runs on this host, Spark is kept on loopback and the executors import
+    mqttwire from where this process does (so an uninstalled checkout works too); on a
+    real cluster the executors need mqttwire and pyarrow themselves (docs/cluster.md).
+    """
+    find_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = {
+        "spark.sql.session.timeZone": "UTC",
+        # The decoded rows are cached and written as five tables; mapInArrow output batches
+        # are ours, so only the input side needs this (one file row per batch).
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    local = is_on_this_host(master)
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        settings["spark.driver.host"] = LOOPBACK
+        settings["spark.driver.bindAddress"] = LOOPBACK
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = os.environ.get("PYTHONPATH", "")
+        if package_root not in path.split(os.pathsep):
+            path = package_root + (os.pathsep + path if path else "")
+            os.environ["PYTHONPATH"] = path
+        settings["spark.executorEnv.PYTHONPATH"] = path
+        settings["spark.executorEnv.PYSPARK_PYTHON"] = os.environ["PYSPARK_PYTHON"]
+    settings.update(conf or {})
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,33 @@
+"""The selector: the extension unless MQTTWIRE_PURE_PYTHON asks for the fallback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import mqttwire
+
+
+def test_extension_loaded_unless_pure_requested() -> None:
+    # A silent fallback to pure Python would pass every other test while being 10x slower.
+    expected = "python" if os.environ.get("MQTTWIRE_PURE_PYTHON") else "cython"
+    assert mqttwire.IMPLEMENTATION == expected
+
+
+def _implementation_with(env_value: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "MQTTWIRE_PURE_PYTHON"}
+    if env_value is not None:
+        env["MQTTWIRE_PURE_PYTHON"] = env_value
+    out = subprocess.run(
+        [sys.executable, "-c", "import mqttwire; print(mqttwire.IMPLEMENTATION, mqttwire.Publish.__module__)"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_environment_variable_selects_the_fallback() -> None:
+    assert _implementation_with("1") == "python mqttwire._pure"
+    assert _implementation_with(None) == "cython mqttwire._speedups"
+    # "non-empty" is the rule: an empty value does not force the fallback.
+    assert _implementation_with("") == "cython mqttwire._speedups"

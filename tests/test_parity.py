@@ -1,0 +1,157 @@
+"""The two implementations expose the same API: names, signatures, fields, reprs.
+
+Packets are cdef classes in the extension and plain classes in the fallback (STYLE.md
+explains why), so nothing but this test keeps their surfaces equal.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+from types import ModuleType
+
+import pytest
+
+import mqttwire
+from mqttwire import _pure
+
+PACKET_CLASSES = [
+    "Auth", "ConnAck", "Connect", "Disconnect", "PingReq", "PingResp", "PubAck", "PubComp",
+    "Publish", "PubRec", "PubRel", "SubAck", "Subscribe", "UnsubAck", "Unsubscribe",
+]
+PARTS = ["Will", "Subscription"]
+
+
+def _public(obj: object) -> set[str]:
+    return {n for n in dir(obj) if not n.startswith("_")}
+
+
+def test_same_public_names(both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    cy, py = both_codecs
+    assert sorted(cy.__all__) == sorted(py.__all__)
+    for name in py.__all__:
+        assert hasattr(cy, name), name
+
+
+def _plain(sig: inspect.Signature) -> list[tuple[str, object, object]]:
+    """A signature without annotations (the extension has none): name, kind, default."""
+    return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
+
+
+@pytest.mark.parametrize("name", PACKET_CLASSES + PARTS + ["StreamDecoder", "PreparedPublish"])
+def test_same_members(name: str, both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    cy, py = both_codecs
+    cy_cls, py_cls = getattr(cy, name), getattr(py, name)
+    assert _public(cy_cls) == _public(py_cls)
+    for member in _public(py_cls):
+        py_attr = getattr(py_cls, member)
+        if callable(py_attr) and not isinstance(py_attr, type):
+            assert _plain(inspect.signature(getattr(cy_cls, member))) == _plain(
+                inspect.signature(py_attr)
+            ), member
+    assert inspect.getdoc(cy_cls) == inspect.getdoc(py_cls)
+
+
+@pytest.mark.parametrize("name", PACKET_CLASSES + PARTS)
+def test_same_constructor(name: str, both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    """inspect cannot read a cdef class's constructor, so the fallback's signature is
+    checked on the extension by calling it: same parameters, kinds and defaults."""
+    cy, py = both_codecs
+    cy_cls, py_cls = getattr(cy, name), getattr(py, name)
+    params = list(inspect.signature(py_cls).parameters.values())
+    positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    keyword = [p for p in params if p.kind is p.KEYWORD_ONLY]
+    assert len(positional) + len(keyword) == len(params)
+    required = [p for p in positional if p.default is p.empty]
+    # Defaults: only the required arguments given.
+    args = [[] if p.name in LIST_FIELDS else object() for p in required]
+    a, b = cy_cls(*args), py_cls(*args)
+    for p in params:
+        expected = list(p.default) if isinstance(p.default, tuple) else p.default
+        if p.default is not p.empty:
+            assert getattr(a, p.name) == getattr(b, p.name) == expected, p.name
+    # Every parameter by its kind, each with a distinct value that lands in its field.
+    values = {p.name: [p.name] if p.name in LIST_FIELDS else f"<{p.name}>" for p in params}
+    args = [values[p.name] for p in positional]
+    kwargs = {p.name: values[p.name] for p in keyword}
+    a, b = cy_cls(*args, **kwargs), py_cls(*args, **kwargs)
+    for p in params:
+        assert getattr(a, p.name) == getattr(b, p.name) == values[p.name], p.name
+    # Keyword-only parameters are refused positionally by both.
+    if keyword:
+        for cls in (cy_cls, py_cls):
+            with pytest.raises(TypeError):
+                cls(*args, values[keyword[0].name])
+
+
+LIST_FIELDS = {"subscriptions", "topic_filters", "reason_codes"}
+
+
+def test_same_stream_decoder_constructor(both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    for m in both_codecs:
+        dec = m.StreamDecoder()
+        assert (dec.version, dec.max_packet_size) == (None, None)
+        dec = m.StreamDecoder(4, max_packet_size=100)
+        assert (dec.version, dec.max_packet_size) == (4, 100)
+        with pytest.raises(TypeError):
+            m.StreamDecoder(4, 100)
+
+
+@pytest.mark.parametrize("name", ["decode", "decode_from", "encode"])
+def test_same_function_signatures(name: str, both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    cy, py = both_codecs
+    assert _plain(inspect.signature(getattr(cy, name))) == _plain(
+        inspect.signature(getattr(py, name))
+    )
+    assert inspect.getdoc(getattr(cy, name)) == inspect.getdoc(getattr(py, name))
+
+
+def _sample(m: ModuleType) -> list[object]:
+    props = mqttwire.Properties(user_properties=[("k", "v")], reason_string="why")
+    return [
+        m.Connect("c", protocol_version=4, will=m.Will("w", b"x", qos=1), username="u"),
+        m.ConnAck(session_present=True),
+        m.Publish("a/b", b"p" * 100, qos=2, packet_id=9, retain=True),
+        m.PubAck(1, reason_code=0x10, properties=props),
+        m.PubRec(2), m.PubRel(3), m.PubComp(4),
+        m.Subscribe(5, [m.Subscription("a/+", qos=1, no_local=True, retain_handling=2)]),
+        m.SubAck(5, [0, 0x80]), m.Unsubscribe(6, ["a/#"]), m.UnsubAck(6, [0x11]),
+        m.PingReq(), m.PingResp(), m.Disconnect(reason_code=4), m.Auth(),
+    ]
+
+
+def test_equal_packets_have_equal_reprs_and_compare_equal(
+    both_codecs: tuple[ModuleType, ModuleType],
+) -> None:
+    cy, py = both_codecs
+    for a, b in zip(_sample(cy), _sample(py)):
+        assert repr(a) == repr(b)
+        assert a == b and b == a
+        assert type(a).__module__ == "mqttwire._speedups"
+        with pytest.raises(TypeError):  # mutable, so unhashable, in both
+            hash(a)
+        with pytest.raises(TypeError):
+            hash(b)
+
+
+def test_packet_type_attributes(both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    for m in both_codecs:
+        for name in PACKET_CLASSES:
+            cls = getattr(m, name)
+            assert cls.packet_type == mqttwire.PacketType[name.upper()]
+
+
+def test_stub_names_match_the_extension(both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    """_speedups.pyi re-exports _pure's types; it must name exactly the extension's API."""
+    stub = pathlib.Path(mqttwire.__file__).with_name("_speedups.pyi")
+    tree = ast.parse(stub.read_text())
+    names = {alias.asname for node in tree.body if isinstance(node, ast.ImportFrom)
+             for alias in node.names}
+    assert names == set(both_codecs[0].__all__) == set(_pure.__all__)
+
+
+def test_package_reexports_the_chosen_implementation() -> None:
+    impl = mqttwire._impl.impl
+    for name in impl.__all__:
+        assert getattr(mqttwire, name) is getattr(impl, name), name
