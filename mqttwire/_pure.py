@@ -71,6 +71,8 @@ class _PacketBase:
 
     def encode_into(self, buf: bytearray, version: int = 5) -> int:
         """Append the encoded packet to ``buf``; return the number of bytes written."""
+        if not isinstance(buf, bytearray):
+            raise TypeError(f"encode_into() needs a bytearray, not {type(buf).__name__}")
         data = self.encode(version)
         buf += data
         return len(data)

@@ -111,7 +111,7 @@ cdef class _PacketBase:
     def encode(self, version=5):  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def encode_into(self, bytearray buf, version=5):
+    def encode_into(self, bytearray buf not None, version=5):
         """Append the encoded packet to ``buf``; return the number of bytes written."""
         data = self.encode(version)
         buf += data
@@ -242,7 +242,7 @@ cdef class Publish:
     def encode(self, version=5):
         return _encode_publish(self, version)
 
-    def encode_into(self, bytearray buf, version=5):
+    def encode_into(self, bytearray buf not None, version=5):
         """Append the encoded packet to ``buf``; return the number of bytes written."""
         data = _encode_publish(self, version)
         buf += data
@@ -278,7 +278,7 @@ cdef class _Ack:
     def encode(self, version=5):
         return _encode_ack(self, version)
 
-    def encode_into(self, bytearray buf, version=5):
+    def encode_into(self, bytearray buf not None, version=5):
         """Append the encoded packet to ``buf``; return the number of bytes written."""
         data = _encode_ack(self, version)
         buf += data

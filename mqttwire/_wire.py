@@ -180,6 +180,11 @@ def encode_binary(data: object, ptype: str, field: str) -> bytes:
 
 def check_packet_id(packet_id: object, ptype: str, version: int) -> int:
     """Encoding side of [MQTT-2.3.1-1] / [MQTT-2.2.1-3]: an int from 1 to 65,535."""
+    if packet_id is None:
+        raise ProtocolError(
+            ptype, "packet identifier missing (required for QoS > 0 and for this packet type)",
+            rule=rule("packet_id_nonzero", version),
+        )
     if not isinstance(packet_id, int) or isinstance(packet_id, bool):
         raise TypeError(f"{ptype}: packet_id must be an int, not {type(packet_id).__name__}")
     if not 0 < packet_id <= 0xFFFF:

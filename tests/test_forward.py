@@ -93,7 +93,7 @@ def test_refuses_what_the_encoder_refuses(codec: ModuleType) -> None:
         prepared.encode(5, qos=0, dup=True)
     with pytest.raises(ProtocolError, match=r"MQTT-2\.2\.1-3"):
         prepared.encode(5, qos=1, packet_id=0)
-    with pytest.raises(TypeError):
+    with pytest.raises(ProtocolError, match="packet identifier missing"):
         prepared.encode(5, qos=1)
     with pytest.raises(ProtocolError):
         prepared.encode(5, subscription_identifiers=[0])
