@@ -1,0 +1,126 @@
+"""Read MQTT out of packet captures: pcap/pcapng in, one record per MQTT packet out.
+
+The layers, each usable alone:
+
+- :func:`iter_frames` (pcap.py): the frames of a classic pcap or pcapng file;
+- :func:`parse_frame` (link.py): the TCP segment (or IP fragment) in a frame;
+- :class:`TcpReassembler` (tcp.py): TCP connections into ordered byte streams;
+- :class:`MqttStreams` (records.py): those streams decoded into :class:`Record` objects;
+- :func:`read_capture`: all of the above for one file.
+
+Everything is pure Python for now; :mod:`mqttwire.capture.synth` writes synthetic
+captures for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from types import ModuleType
+from typing import BinaryIO, Union
+
+from .link import IPFragment, TcpSegment, parse_frame
+from .pcap import CaptureFormatError, Frame, iter_frames
+from .records import MqttStreams, Record, ip_text, looks_like_connect
+from .tcp import TcpConnection, TcpReassembler, TcpStream
+
+__all__ = [
+    "CaptureFormatError",
+    "Frame",
+    "IPFragment",
+    "MqttStreams",
+    "Record",
+    "TcpConnection",
+    "TcpReassembler",
+    "TcpSegment",
+    "TcpStream",
+    "iter_frames",
+    "looks_like_connect",
+    "parse_frame",
+    "read_capture",
+]
+
+PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
+
+
+def read_capture(
+    source: PathOrFile,
+    *,
+    ports: Iterable[int] = (1883,),
+    payload_limit: int | None = None,
+    codec: ModuleType | None = None,
+    version: int | None = None,
+    name: str | None = None,
+    max_pending: int = 1 << 20,
+) -> Iterator[Record]:
+    """Yield the MQTT records of a pcap or pcapng capture, in capture order.
+
+    Args:
+        source: a path, or a binary file object open for reading.
+        ports: the MQTT server ports (a connection on another port is MQTT too when its
+            client's first bytes are a CONNECT).
+        payload_limit: keep each PUBLISH payload cut to this many bytes in
+            ``Record.payload``; None (the default) keeps no payloads.
+        codec: the codec module; the default is the one ``import mqttwire`` chose.
+        version: the protocol level (3, 4, 5) to assume for connections whose CONNECT is
+            not in the capture; None accounts their bytes as skipped (error records)
+            until a CONNECT.
+        name: the capture's name in records and connection ids; default the file's base
+            name.
+        max_pending: the most out-of-order bytes held per TCP stream.
+
+    A corrupt or truncated file does not raise: the records decoded so far are yielded,
+    open streams are ended, and a last record of kind "capture_error" says what is wrong
+    and at which file offset.  Opening the file can raise OSError.
+    """
+    if codec is None:
+        from .._impl import impl
+
+        codec = impl
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            yield from _read(f, name or os.path.basename(os.fspath(source)), ports,
+                             payload_limit, codec, version, max_pending)
+    else:
+        label = name or os.path.basename(str(getattr(source, "name", "<stream>")))
+        yield from _read(source, label, ports, payload_limit, codec, version, max_pending)
+
+
+def _read(f: BinaryIO, name: str, ports: Iterable[int], payload_limit: int | None,
+          codec: ModuleType, version: int | None, max_pending: int) -> Iterator[Record]:
+    handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
+                          version=version, max_pending=max_pending)
+    add = handler.reassembler.add
+    out = handler.out
+    ts = 0
+    failure: CaptureFormatError | None = None
+    try:
+        for index, _offset, ts, linktype, data, _orig_len, _iface in iter_frames(f, name):
+            seg = parse_frame(linktype, data)
+            if seg is None:
+                continue
+            handler.frame = index
+            if isinstance(seg, TcpSegment):
+                add(ts, seg)
+            else:
+                out.append(_fragment_record(name, index, ts, seg))
+            if out:
+                yield from out
+                out.clear()
+    except CaptureFormatError as exc:
+        failure = exc
+    handler.reassembler.flush(ts)
+    yield from out
+    out.clear()
+    if failure is not None:
+        yield Record("capture_error", name, ts, error=str(failure),
+                     error_offset=failure.offset)
+
+
+def _fragment_record(name: str, index: int, ts: int, frag: IPFragment) -> Record:
+    return Record(
+        "fragment", name, ts, index, src_ip=ip_text(frag.src), src_port=frag.sport,
+        dst_ip=ip_text(frag.dst), dst_port=frag.dport, length=frag.length,
+        error=(f"IP fragment (protocol {frag.protocol}, id 0x{frag.ident:x}, offset "
+               f"{frag.offset}{', more follow' if frag.more else ''}): not reassembled"),
+    )

@@ -1,0 +1,382 @@
+"""Capture file readers: classic pcap and pcapng, one frame at a time.
+
+Both formats are read in chunks from any binary file object, so a capture of any size
+streams through bounded memory.  Every length a file claims is checked against the bytes
+that are really there before it is used: a frame is sliced out of data already read, and
+reading more happens in chunks of at most :data:`CHUNK` bytes, so a lying length field costs
+at most the size of the file, never what the field claims.
+
+A file that cannot be read on raises :class:`CaptureFormatError`, which names the file and
+the byte offset of the bad record or block; the frames before it have been yielded.
+
+References: the pcap format (draft-ietf-opsawg-pcap, "PCAP Capture File Format") and the
+pcapng format (draft-ietf-opsawg-pcapng, "PCAP Now Generic").
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import BinaryIO, NamedTuple
+
+__all__ = ["CHUNK", "MAX_FRAME", "CaptureFormatError", "Frame", "iter_frames"]
+
+CHUNK = 1 << 20
+"""How much is read from the file at a time."""
+
+MAX_FRAME = 1 << 28
+"""The largest captured frame accepted (256 MiB); a longer length is corrupt."""
+
+
+class CaptureFormatError(ValueError):
+    """The capture file is not a pcap/pcapng file, or is corrupt or truncated.
+
+    Attributes:
+        capture: the file's name (or ``"<stream>"`` for an unnamed file object).
+        offset: the byte offset in the file of the record or block that is wrong.
+        what: what is wrong, in words.
+    """
+
+    def __init__(self, capture: str, offset: int, what: str) -> None:
+        self.capture = capture
+        self.offset = offset
+        self.what = what
+        super().__init__(f"{capture}: {what} at offset {offset}")
+
+
+class Frame(NamedTuple):
+    """One captured link-layer frame.
+
+    Attributes:
+        number: the frame's number in the file, from 1 (as Wireshark counts).
+        offset: byte offset in the file of its record (pcap) or block (pcapng).
+        ts: capture time, integer nanoseconds since the Unix epoch.
+        linktype: the LINKTYPE_* value of its interface (1 Ethernet, 113 Linux SLL, ...).
+        data: the captured bytes (a read-only view of immutable bytes).
+        orig_len: the frame's length on the wire (more than ``len(data)`` when the
+            capture was cut at the snapshot length).
+        interface: the pcapng interface id (0 for classic pcap).
+    """
+
+    number: int
+    offset: int
+    ts: int
+    linktype: int
+    data: memoryview
+    orig_len: int
+    interface: int
+
+
+_new_frame = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
+
+
+class _Source:
+    """A binary file read in chunks: ``buf[pos:]`` holds the bytes not consumed yet, and
+    ``base`` is the file offset of ``buf[0]``."""
+
+    __slots__ = ("base", "buf", "eof", "f", "name", "pos", "view")
+
+    def __init__(self, f: BinaryIO, name: str) -> None:
+        self.f = f
+        self.name = name
+        self.buf = b""
+        self.view = memoryview(self.buf)
+        self.pos = 0
+        self.base = 0
+        self.eof = False
+
+    def fill(self, n: int) -> bool:
+        """Make at least ``n`` unconsumed bytes available; False if the file ends first.
+
+        Reads in pieces of CHUNK bytes, so the memory used is bounded by what the file
+        really holds, whatever ``n`` is.
+        """
+        parts = [self.buf[self.pos :]]
+        have = len(parts[0])
+        while have < n and not self.eof:
+            piece = self.f.read(CHUNK)
+            if not piece:
+                self.eof = True
+                break
+            parts.append(piece)
+            have += len(piece)
+        self.base += self.pos
+        self.buf = b"".join(parts) if len(parts) > 1 else parts[0]
+        self.view = memoryview(self.buf)
+        self.pos = 0
+        return have >= n
+
+    def error(self, offset: int, what: str) -> CaptureFormatError:
+        return CaptureFormatError(self.name, offset, what)
+
+
+# ---------------------------------------------------------------------------------------
+# Classic pcap
+
+_PCAP_MAGIC_US = 0xA1B2C3D4  # microsecond timestamps
+_PCAP_MAGIC_NS = 0xA1B23C4D  # nanosecond timestamps
+
+
+def _iter_pcap(src: _Source, endian: str, nanos: bool) -> Iterator[Frame]:
+    # File header (24 bytes): magic u32, version major u16, minor u16, reserved u32 x2,
+    # snaplen u32, then LinkType in the low 16 bits of the last u32 (the upper bits hold
+    # an FCS length flag that does not matter here).
+    if not src.fill(24):
+        raise src.error(0, "pcap file header truncated (24 bytes needed)")
+    (link,) = struct.unpack_from(endian + "20xI", src.buf, 0)
+    linktype = link & 0xFFFF
+    unpack = struct.Struct(endian + "IIII").unpack_from  # ts_sec, ts_frac, caplen, orig_len
+    scale = 1 if nanos else 1000
+    limit = MAX_FRAME
+    index = 0
+    # The hot loop keeps the chunk, its view and the position in locals, and writes the
+    # position back to ``src`` only to read more.
+    buf, view, base, pos = src.buf, src.view, src.base, 24
+    n = len(buf)
+    while True:
+        if n - pos < 16:
+            src.pos = pos
+            if not src.fill(16):
+                if len(src.buf) - src.pos:
+                    raise src.error(src.base + src.pos, "pcap record header truncated")
+                return
+            buf, view, base, pos = src.buf, src.view, src.base, 0
+            n = len(buf)
+        ts_sec, ts_frac, caplen, orig_len = unpack(buf, pos)
+        if caplen > limit:
+            raise src.error(
+                base + pos, f"pcap record length {caplen} is implausible (corrupt file)"
+            )
+        end = pos + 16 + caplen
+        if end > n:
+            src.pos = pos
+            if not src.fill(16 + caplen):
+                raise src.error(
+                    src.base,
+                    f"pcap record claims {caplen} bytes but the file ends after "
+                    f"{len(src.buf) - 16}",
+                )
+            buf, view, base, pos = src.buf, src.view, src.base, 0
+            n = len(buf)
+            end = 16 + caplen
+        index += 1
+        yield _new_frame(
+            Frame,
+            (index, base + pos, ts_sec * 1_000_000_000 + ts_frac * scale, linktype,
+             view[pos + 16 : end], orig_len, 0),
+        )
+        pos = end
+
+
+# ---------------------------------------------------------------------------------------
+# pcapng
+
+_SHB = 0x0A0D0D0A  # Section Header Block: a palindrome, so readable in either byte order
+_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+_IDB = 1  # Interface Description Block
+_OPB = 2  # (obsolete) Packet Block
+_SPB = 3  # Simple Packet Block
+_EPB = 6  # Enhanced Packet Block
+_OPT_IF_TSRESOL = 9
+_OPT_IF_TSOFFSET = 14
+
+
+class _Interface:
+    __slots__ = ("div", "linktype", "mul", "offset_ns", "shift", "snaplen")
+
+    def __init__(self, linktype: int, snaplen: int) -> None:
+        self.linktype = linktype
+        self.snaplen = snaplen
+        # Timestamp units to nanoseconds: ts * mul // div, or (ts * 10**9) >> shift for a
+        # power-of-two resolution.  The default resolution is microseconds.
+        self.mul = 1000
+        self.div = 1
+        self.shift = 0
+        self.offset_ns = 0
+
+    def set_resolution(self, tsresol: int) -> None:
+        exponent = tsresol & 0x7F
+        if tsresol & 0x80:  # 2**-exponent seconds
+            self.mul, self.div, self.shift = 1_000_000_000, 1, exponent
+        elif exponent <= 9:  # 10**-exponent seconds
+            self.mul, self.div, self.shift = 10 ** (9 - exponent), 1, 0
+        else:
+            self.mul, self.div, self.shift = 1, 10 ** (exponent - 9), 0
+
+    def ns(self, units: int) -> int:
+        if self.shift:
+            return ((units * self.mul) >> self.shift) + self.offset_ns
+        return units * self.mul // self.div + self.offset_ns
+
+
+def _parse_idb_options(iface: _Interface, buf: bytes, pos: int, end: int, endian: str) -> None:
+    """Read if_tsresol and if_tsoffset from an IDB's options; ignore the others.
+
+    Options are (code u16, length u16, value padded to 4 bytes), ended by opt_endofopt or
+    by the end of the block; a malformed option list is ignored from that point on.
+    """
+    opt = struct.Struct(endian + "HH")
+    while end - pos >= 4:
+        code, length = opt.unpack_from(buf, pos)
+        pos += 4
+        if code == 0 or length > end - pos:
+            return
+        if code == _OPT_IF_TSRESOL and length >= 1:
+            iface.set_resolution(buf[pos])
+        elif code == _OPT_IF_TSOFFSET and length >= 8:
+            (seconds,) = struct.unpack_from(endian + "q", buf, pos)
+            iface.offset_ns = seconds * 1_000_000_000
+        pos += (length + 3) & ~3
+
+
+def _iter_pcapng(src: _Source) -> Iterator[Frame]:
+    endian = "<"
+    interfaces: list[_Interface] = []
+    head = struct.Struct("<II")
+    epb = struct.Struct("<IIIII")  # interface id, ts high, ts low, caplen, orig_len
+    index = 0
+    section_seen = False
+    while True:
+        pos = src.pos
+        if len(src.buf) - pos < 12:
+            if not src.fill(12):
+                if len(src.buf) - src.pos:
+                    raise src.error(src.base + src.pos, "pcapng block header truncated")
+                return
+            pos = 0
+        buf = src.buf
+        block_type, total = head.unpack_from(buf, pos)
+        offset = src.base + pos
+        if block_type == _SHB:
+            # The byte-order magic right after the length tells this section's byte order.
+            if len(buf) - pos < 12:
+                raise src.error(offset, "pcapng section header truncated")
+            (magic,) = struct.unpack_from("<I", buf, pos + 8)
+            if magic == _BYTE_ORDER_MAGIC:
+                endian = "<"
+            elif magic == 0x4D3C2B1A:
+                endian = ">"
+            else:
+                raise src.error(offset, f"pcapng byte-order magic 0x{magic:08x} is wrong")
+            head = struct.Struct(endian + "II")
+            epb = struct.Struct(endian + "IIIII")
+            block_type, total = head.unpack_from(buf, pos)
+            interfaces = []  # interface ids are numbered per section
+            section_seen = True
+        elif not section_seen:
+            raise src.error(offset, "pcapng file does not start with a section header")
+        if total < 12 or total & 3:
+            raise src.error(offset, f"pcapng block length {total} is invalid")
+        if total > MAX_FRAME:
+            raise src.error(offset, f"pcapng block length {total} is implausible")
+        if len(buf) - pos < total:
+            if not src.fill(total):
+                raise src.error(
+                    offset,
+                    f"pcapng block claims {total} bytes but the file ends after "
+                    f"{len(src.buf) - src.pos}",
+                )
+            pos = 0
+            buf = src.buf
+        end = pos + total
+        (trailer,) = struct.unpack_from(endian + "I", buf, end - 4)
+        if trailer != total:
+            raise src.error(
+                offset, f"pcapng block length {total} does not match its trailer {trailer}"
+            )
+        body = pos + 8
+        if block_type == _EPB:
+            if total < 32:
+                raise src.error(offset, "pcapng enhanced packet block too short")
+            if_id, ts_hi, ts_lo, caplen, orig_len = epb.unpack_from(buf, body)
+            if caplen > total - 32:
+                raise src.error(
+                    offset, f"packet length {caplen} overruns its block of {total} bytes"
+                )
+            if if_id >= len(interfaces):
+                raise src.error(offset, f"packet names undefined interface {if_id}")
+            iface = interfaces[if_id]
+            index += 1
+            yield _new_frame(
+                Frame,
+                (
+                    index,
+                    offset,
+                    iface.ns((ts_hi << 32) | ts_lo),
+                    iface.linktype,
+                    src.view[body + 20 : body + 20 + caplen],
+                    orig_len,
+                    if_id,
+                ),
+            )
+        elif block_type == _SPB:
+            # No timestamp, no interface id (it is interface 0), no captured length: the
+            # data is the smaller of the original length and the interface's snaplen.
+            if not interfaces:
+                raise src.error(offset, "simple packet block before any interface")
+            (orig_len,) = struct.unpack_from(endian + "I", buf, body)
+            iface = interfaces[0]
+            caplen = min(orig_len, total - 16)
+            if iface.snaplen:
+                caplen = min(caplen, iface.snaplen)
+            index += 1
+            yield _new_frame(
+                Frame,
+                (index, offset, 0, iface.linktype, src.view[body + 4 : body + 4 + caplen],
+                 orig_len, 0),
+            )
+        elif block_type == _OPB:
+            if total < 32:
+                raise src.error(offset, "pcapng packet block too short")
+            if_id, _drops, ts_hi, ts_lo, caplen, orig_len = struct.unpack_from(
+                endian + "HHIIII", buf, body
+            )
+            if caplen > total - 32 or if_id >= len(interfaces):
+                raise src.error(offset, "pcapng packet block is inconsistent")
+            iface = interfaces[if_id]
+            index += 1
+            yield _new_frame(
+                Frame,
+                (index, offset, iface.ns((ts_hi << 32) | ts_lo), iface.linktype,
+                 src.view[body + 20 : body + 20 + caplen], orig_len, if_id),
+            )
+        elif block_type == _IDB:
+            if total < 20:
+                raise src.error(offset, "pcapng interface description block too short")
+            linktype, _reserved, snaplen = struct.unpack_from(endian + "HHI", buf, body)
+            iface = _Interface(linktype, snaplen)
+            _parse_idb_options(iface, buf, body + 8, end - 4, endian)
+            interfaces.append(iface)
+        # Every other block type (statistics, name resolution, custom, ...) is skipped:
+        # its length has been checked, so skipping it is safe.
+        src.pos = end
+
+
+# ---------------------------------------------------------------------------------------
+# Public API
+
+
+def iter_frames(f: BinaryIO, name: str | None = None) -> Iterator[Frame]:
+    """Yield the frames of a pcap or pcapng capture read from the binary file ``f``.
+
+    The format is recognised by its first four bytes: classic pcap in either byte order
+    with microsecond or nanosecond timestamps, or pcapng (every section, in either byte
+    order; several interfaces, each with its link type and timestamp resolution).
+
+    Raises:
+        CaptureFormatError: the file is not a capture, or is corrupt or truncated; it
+            names the file and the offset.  The frames before the problem were yielded.
+    """
+    src = _Source(f, name or str(getattr(f, "name", "<stream>")))
+    if not src.fill(4):
+        raise src.error(0, "not a pcap or pcapng file (shorter than 4 bytes)")
+    magic = src.buf[:4]
+    if magic == b"\x0a\x0d\x0d\x0a":
+        return _iter_pcapng(src)
+    for endian in "<>":
+        (value,) = struct.unpack(endian + "I", magic)
+        if value == _PCAP_MAGIC_US:
+            return _iter_pcap(src, endian, nanos=False)
+        if value == _PCAP_MAGIC_NS:
+            return _iter_pcap(src, endian, nanos=True)
+    raise src.error(0, f"not a pcap or pcapng file (magic {magic.hex()})")

@@ -1,0 +1,647 @@
+"""MQTT records: the reassembled TCP streams decoded into one record per MQTT packet.
+
+:class:`MqttStreams` is the :class:`~mqttwire.capture.tcp.TcpReassembler` handler that
+finds the MQTT connections, decodes each direction with the codec's ``StreamDecoder``, and
+appends :class:`Record` objects to its ``out`` list.
+
+Accounting: every byte of every MQTT stream ends up in exactly one record, as a packet,
+an error (bytes that did not decode) or a gap (bytes the capture lost); the records of a
+direction, sorted by ``stream_offset``, tile the stream without holes or overlaps.
+
+Resynchronisation (what happens after lost bytes): a direction that lost bytes, or whose
+start is not in the capture, does not guess where the next packet starts.  It resumes only
+at the start of a later TCP segment (senders write MQTT packets with one send() each, so
+segment starts are the likely packet starts) whose bytes hold a plausible fixed header
+(a packet type the level has, the flags the specification fixes for it, a minimal
+Remaining Length) and a packet that decodes completely there.  Until then the bytes are
+accounted as skipped, in an error record.  Without a known protocol level (no CONNECT
+seen, none assumed) only a CONNECT is trusted, and only from the client.
+
+After a decoding *error* there is no resynchronisation: the error record covers the bad
+packet and what had arrived with it, and everything after it in that direction, up to
+the next gap or the end, goes into one more error record, since bytes that break the
+framing cannot be trusted to end where they claim.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Literal
+
+from .._constants import PACKET_NAMES
+from .._errors import MQTTWireError
+from .tcp import TcpConnection, TcpReassembler, TcpStream
+
+__all__ = ["MqttStreams", "Record", "looks_like_connect"]
+
+
+@dataclass(slots=True, eq=False)
+class Record:
+    """One MQTT packet, or one stretch of a stream that is not a packet, in a capture.
+
+    Attributes:
+        kind: "packet"; "error" (bytes that did not decode, or were skipped while
+            looking for a trusted packet boundary); "gap" (bytes the capture lost);
+            "fragment" (an IP fragment, not reassembled: not part of any stream); or
+            "capture_error" (the capture file is corrupt or truncated here: the last
+            record of its file).
+        capture: the capture file's name.
+        ts: integer nanoseconds since the epoch: for a packet, the capture time of the
+            segment that completed it; for an error or gap, of the segment at which it
+            was found.
+        frame: the number (from 1) of that segment's frame in the capture.
+        connection_id: "<capture name>#<n>", n numbering the capture's TCP connections
+            from 1 in order of their first segment (stable for a given file).
+        direction: "c2s" (client to server: the side that sent CONNECT, or that
+            connected to the MQTT port) or "s2c".
+        src_ip, src_port, dst_ip, dst_port: sender and receiver of this direction.
+        stream_offset: where in the direction's byte stream the record starts (byte 0
+            follows the SYN; see tcp.py).  None for "fragment" and "capture_error".
+        length: how many stream bytes the record covers (the whole packet, fixed header
+            included, for a packet; the fragment's payload length for a fragment).
+        client_id: the connection's client identifier, from its CONNECT (None until a
+            CONNECT was seen).
+        protocol_version: the connection's protocol level (3, 4 or 5), from its CONNECT
+            or assumed (see ``read_capture``'s ``version``).
+        packet_type: the packet type's upper-case name ("PUBLISH"), None for non-packets.
+        flags: the low nibble of the packet's first byte.
+        qos, retain, dup: the PUBLISH flags (None for other packets).
+        packet_id: the Packet Identifier, where the packet has one.
+        topic: a PUBLISH's topic name; for a v5 PUBLISH that uses a Topic Alias with an
+            empty topic, the topic that an earlier PUBLISH of the same direction and
+            connection set for the alias (None if none did).
+        topic_from_alias: True when ``topic`` was resolved from a Topic Alias.
+        topic_filters: the topic filters of a SUBSCRIBE or UNSUBSCRIBE.
+        payload_length: a PUBLISH's payload length.
+        payload: the PUBLISH payload, cut to ``payload_limit`` bytes; None unless a limit
+            was given.
+        reason_code: the packet's reason code (CONNACK return code for 3.x); the first one
+            of a SUBACK/UNSUBACK.  For an error record: the MQTT 5.0 reason code of the
+            decoding error, or None for bytes that were skipped or cut by a gap.
+        reason_codes: the list of a SUBACK's or UNSUBACK's reason codes.
+        properties: the packet's MQTT 5.0 Properties object, or None.
+        packet: the decoded packet object.
+        error: for error, fragment and capture_error records, what happened, in words.
+        error_offset: for a decoding error, the stream offset where the decoder found
+            it; for a capture_error, the file offset of the bad record or block.
+    """
+
+    kind: str
+    capture: str
+    ts: int | None = None
+    frame: int | None = None
+    connection_id: str | None = None
+    direction: str | None = None
+    src_ip: str | None = None
+    src_port: int | None = None
+    dst_ip: str | None = None
+    dst_port: int | None = None
+    stream_offset: int | None = None
+    length: int | None = None
+    client_id: str | None = None
+    protocol_version: int | None = None
+    packet_type: str | None = None
+    flags: int | None = None
+    qos: int | None = None
+    retain: bool | None = None
+    dup: bool | None = None
+    packet_id: int | None = None
+    topic: str | None = None
+    topic_from_alias: bool = False
+    topic_filters: list[str] | None = None
+    payload_length: int | None = None
+    payload: bytes | None = None
+    reason_code: int | None = None
+    reason_codes: list[int] | None = None
+    properties: Any = None
+    packet: Any = None
+    error: str | None = None
+    error_offset: int | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# Fixed headers, read without the codec (for framing and resynchronisation)
+
+
+def _fixed_header(h: Any, pos: int = 0) -> tuple[int, int] | Literal[False] | None:
+    """Parse the fixed header at ``h[pos]``: (header length, Remaining Length), None if
+    ``h`` ends first, or False if the Remaining Length runs past its four bytes
+    (MQTT 5.0 §1.5.5)."""
+    n = len(h)
+    length = 0
+    shift = 0
+    for i in range(pos + 1, pos + 5):
+        if i >= n:
+            return None
+        byte = h[i]
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return i + 1 - pos, length
+        shift += 7
+    return False
+
+
+def _plausible_first_byte(b0: int, version: int) -> bool:
+    """Whether ``b0`` can start a packet at ``version``: a defined type and the flags the
+    specification fixes for it (MQTT 3.1.1 §2.2.2, MQTT 5.0 §2.1.3)."""
+    ptype = b0 >> 4
+    flags = b0 & 0x0F
+    if ptype == 0 or (ptype == 15 and version != 5):
+        return False
+    if ptype == 3:
+        return flags & 0x06 != 0x06  # QoS 3 is malformed [MQTT-3.3.1-4]
+    if ptype in (6, 8, 10):  # PUBREL, SUBSCRIBE, UNSUBSCRIBE: flags 0010
+        return flags == 2
+    return flags == 0
+
+
+def looks_like_connect(data: Any) -> bool | None:
+    """Whether ``data`` starts like a CONNECT: first byte 0x10, a Remaining Length, and
+    the protocol name "MQTT" (levels 4, 5) or "MQIsdp" (level 3) with a level byte that
+    goes with it.  None when ``data`` is too short to tell."""
+    if not data:
+        return None
+    if data[0] != 0x10:
+        return False
+    header = _fixed_header(data[:5])
+    if header is None:
+        return None
+    if header is False:
+        return False
+    pos = header[0]
+    expected = (b"\x00\x04MQTT", b"\x00\x06MQIsdp")
+    have = bytes(data[pos : pos + 9])
+    for name, levels in zip(expected, ((4, 5), (3,))):
+        size = len(name)
+        if have[:size] == name[: len(have)]:
+            if len(have) <= size:
+                return None
+            return have[size] in levels
+    return False
+
+
+# ---------------------------------------------------------------------------------------
+# One direction of an MQTT connection
+
+_NEW, _DECODING, _BROKEN, _RESYNC, _ENDED = range(5)
+
+
+class _Direction:
+    """The decoding state of one direction (a TCP stream) of an MQTT connection."""
+
+    __slots__ = (
+        "aliases",
+        "bad_from",
+        "cands",
+        "conn",
+        "dec",
+        "dec_base",
+        "dst_ip",
+        "end",
+        "first",
+        "hdr",
+        "mode",
+        "name",
+        "owner",
+        "rbase",
+        "rbuf",
+        "remaining",
+        "src_ip",
+        "start",
+        "stream",
+        "unframed",
+    )
+
+    def __init__(self, owner: MqttStreams, conn: _Connection, stream: TcpStream,
+                 name: str) -> None:
+        self.owner = owner
+        self.conn = conn
+        self.stream = stream
+        self.name = name
+        self.src_ip = ip_text(stream.src)
+        self.dst_ip = ip_text(stream.dst)
+        self.mode = _NEW
+        self.dec: Any = None
+        self.dec_base = 0  # stream offset of the decoder's byte 0
+        self.start = 0  # stream offset of the packet being framed
+        self.first = 0  # its first byte
+        self.remaining = 0  # its bytes still to come once the header is known, else 0
+        self.hdr = b""  # the part of its fixed header seen so far, if cut by a segment
+        self.unframed = False  # a Remaining Length was invalid: framing stopped
+        self.end = 0  # stream offset after the last byte received
+        self.aliases: dict[int, str] = {}  # Topic Alias -> topic (MQTT 5.0 §3.3.2.3.4)
+        self.bad_from = 0  # BROKEN / RESYNC: start of the bytes not decoded yet
+        self.rbuf = bytearray()  # RESYNC: bytes from the first candidate boundary on
+        self.rbase = 0  # stream offset of rbuf[0]
+        self.cands: list[int] = []  # RESYNC: candidate packet starts (segment starts)
+
+    # -- records ------------------------------------------------------------------------
+
+    def _record(self, kind: str, ts: int, offset: int, length: int, **fields: Any) -> Record:
+        conn = self.conn
+        stream = self.stream
+        rec = Record(
+            kind, self.owner.capture, ts, self.owner.frame, conn.id, self.name,
+            self.src_ip, stream.sport, self.dst_ip, stream.dport, offset, length,
+            conn.client_id, conn.version or self.owner.version, **fields,
+        )
+        self.owner.out.append(rec)
+        return rec
+
+    def _not_decoded(self, ts: int, start: int, end: int, why: str) -> None:
+        if end > start:
+            self._record("error", ts, start, end - start, error=why)
+
+    def _packets(self, packets: list[Any], framed: list[tuple[int, int, int]],
+                 ts: int) -> None:
+        """One record per decoded packet, with its framing (start, first byte, size)."""
+        owner = self.owner
+        limit = owner.payload_limit
+        out = owner.out
+        conn = self.conn
+        version = conn.version or owner.version
+        for packet, (start, b0, size) in zip(packets, framed):
+            ptype = b0 >> 4
+            rec = Record(
+                "packet", owner.capture, ts, owner.frame, conn.id, self.name, self.src_ip,
+                self.stream.sport, self.dst_ip, self.stream.dport, start, size,
+                conn.client_id, version, PACKET_NAMES[ptype], b0 & 0x0F,
+            )
+            rec.packet = packet
+            if ptype == 3:  # PUBLISH
+                payload = packet.payload
+                rec.qos = packet.qos
+                rec.retain = packet.retain
+                rec.dup = packet.dup
+                rec.packet_id = packet.packet_id
+                rec.payload_length = len(payload)
+                if limit is not None:
+                    rec.payload = bytes(payload[:limit])
+                props = packet.properties
+                rec.properties = props
+                topic = packet.topic
+                alias = props.topic_alias if props is not None else None
+                if alias is not None:
+                    if topic:
+                        self.aliases[alias] = topic
+                    else:
+                        topic = self.aliases.get(alias)
+                        rec.topic_from_alias = True
+                rec.topic = topic
+            elif 4 <= ptype <= 7:  # PUBACK, PUBREC, PUBREL, PUBCOMP
+                rec.packet_id = packet.packet_id
+                rec.reason_code = packet.reason_code
+                rec.properties = packet.properties
+            elif ptype == 1:  # CONNECT
+                conn.client_id = rec.client_id = packet.client_id
+                conn.version = version = rec.protocol_version = packet.protocol_version
+                rec.properties = packet.properties
+            elif ptype == 9 or ptype == 11:  # SUBACK, UNSUBACK
+                rec.packet_id = packet.packet_id
+                codes = list(packet.reason_codes)
+                rec.reason_codes = codes
+                rec.reason_code = codes[0] if codes else None
+                rec.properties = packet.properties
+            elif ptype == 8:  # SUBSCRIBE
+                rec.packet_id = packet.packet_id
+                rec.topic_filters = [s.topic_filter for s in packet.subscriptions]
+                rec.properties = packet.properties
+            elif ptype == 10:  # UNSUBSCRIBE
+                rec.packet_id = packet.packet_id
+                rec.topic_filters = list(packet.topic_filters)
+                rec.properties = packet.properties
+            elif ptype != 12 and ptype != 13:  # CONNACK, DISCONNECT, AUTH
+                rec.reason_code = packet.reason_code
+                rec.properties = packet.properties
+            out.append(rec)
+
+    # -- stream events ------------------------------------------------------------------
+
+    def _begin(self, offset: int) -> None:
+        """Choose how to start: decode from here if this is the stream's true start and
+        the protocol level is known (or learnable from CONNECT), else look for a trusted
+        packet boundary."""
+        version = self.conn.version or self.owner.version
+        if self.stream.synced and offset == 0 and (self.name == "c2s" or version):
+            self._decode_from(0, version if self.name == "s2c" else None)
+        else:
+            self.mode = _RESYNC
+            self.bad_from = offset
+
+    def _decode_from(self, offset: int, version: int | None) -> None:
+        self.mode = _DECODING
+        self.dec = self.owner.codec.StreamDecoder(version=version)
+        self.dec_base = self.start = offset
+        self.remaining = 0
+        self.hdr = b""
+        self.unframed = False
+
+    def data(self, offset: int, data: Any, ts: int, boundary: bool) -> None:
+        if self.mode == _NEW:
+            self._begin(offset)
+        self.end = offset + len(data)
+        mode = self.mode
+        if mode == _DECODING:
+            self._decode(offset, data, ts)
+        elif mode == _RESYNC:
+            self._resync(offset, data, ts, boundary)
+
+    def gap(self, offset: int, length: int, ts: int) -> None:
+        if self.mode == _NEW:
+            self.bad_from = offset
+        else:
+            self._flush(offset, ts, "cut short by lost bytes (a gap in the capture)")
+        self._record("gap", ts, offset, length, error="bytes missing from the capture")
+        self.end = offset + length
+        self.mode = _RESYNC
+        self.bad_from = self.end
+        self.rbuf = bytearray()
+        self.cands = []
+
+    def ended(self, ts: int, reason: str) -> None:
+        if self.mode != _NEW:
+            self._flush(self.end, ts, f"cut short by the end of the stream ({reason})")
+        self.mode = _ENDED
+        self.rbuf = bytearray()
+        self.cands = []
+
+    def _flush(self, end: int, ts: int, why: str) -> None:
+        """Account the bytes before stream offset ``end`` not yet in a record."""
+        mode = self.mode
+        if mode == _DECODING:
+            self._not_decoded(ts, self.start, end, f"incomplete packet: {why}")
+        elif mode == _BROKEN:
+            self._not_decoded(ts, self.bad_from, end,
+                              "not decoded: follows a decoding error in this direction")
+        elif mode == _RESYNC:
+            self._not_decoded(ts, self.bad_from, end,
+                              "skipped: no trusted packet boundary after lost or "
+                              "missing bytes")
+
+    # -- decoding -----------------------------------------------------------------------
+
+    def _frame(self, offset: int, data: Any) -> list[tuple[int, int, int]]:
+        """Find the packets that ``data`` (at stream ``offset``) completes: their
+        (start, first byte, size).  Reads only fixed headers; the codec checks them."""
+        framed = []
+        n = len(data)
+        pos = 0
+        remaining = self.remaining
+        while pos < n:
+            if remaining:
+                if remaining > n - pos:
+                    remaining -= n - pos
+                    break
+                pos += remaining
+                remaining = 0
+                start = self.start
+                framed.append((start, self.first, offset + pos - start))
+                self.start = offset + pos
+                continue
+            hdr = self.hdr
+            if hdr:  # the header began in an earlier segment
+                h = hdr + bytes(data[pos : pos + 5 - len(hdr)])
+                header = _fixed_header(h)
+                b0 = h[0]
+            elif n - pos >= 2 and data[pos + 1] < 0x80:  # a one-byte Remaining Length
+                header = 2, data[pos + 1]
+                b0 = data[pos]
+            else:
+                header = _fixed_header(data, pos)
+                b0 = data[pos]
+                h = b""
+            if header is None:  # the header goes on in the next segment (< 5 bytes here)
+                self.hdr = h if hdr else bytes(data[pos:])
+                break
+            if header is False:  # the codec will reject it; stop framing
+                self.unframed = True
+                break
+            size, remaining = header
+            self.first = b0
+            self.hdr = b""
+            pos += size - len(hdr)
+            if not remaining:
+                framed.append((self.start, b0, size))
+                self.start = offset + pos
+        self.remaining = remaining
+        return framed
+
+    def _decode(self, offset: int, data: Any, ts: int) -> None:
+        framed = [] if self.unframed else self._frame(offset, data)
+        try:
+            packets = self.dec.feed(data)
+        except MQTTWireError as exc:
+            done = len(exc.packets)
+            self._packets(exc.packets, framed, ts)
+            start = framed[done][0] if done < len(framed) else self.start
+            where = None if exc.offset is None else exc.offset + self.dec_base
+            self._record("error", ts, start, self.end - start, error=str(exc),
+                         reason_code=exc.reason_code, error_offset=where)
+            self._broken()
+            return
+        if len(packets) != len(framed):
+            # The codec and the framing disagree about packet boundaries: nothing after
+            # the last packet both agree on can be trusted.
+            done = min(len(packets), len(framed))
+            self._packets(packets, framed, ts)
+            start = framed[done][0] if done < len(framed) else self.start
+            self._not_decoded(ts, start, self.end,
+                              "the decoder's packet boundaries differ from the fixed headers")
+            self._broken()
+            return
+        if packets:
+            self._packets(packets, framed, ts)
+
+    def _broken(self) -> None:
+        self.mode = _BROKEN
+        self.bad_from = self.end
+        self.dec = None
+
+    # -- resynchronisation --------------------------------------------------------------
+
+    def _resync(self, offset: int, data: Any, ts: int, boundary: bool) -> None:
+        if boundary:
+            if not self.cands:
+                self.rbuf = bytearray()
+                self.rbase = offset
+            self.cands.append(offset)
+        if self.cands:
+            self.rbuf += data
+        self._try_resync(ts)
+
+    def _try_resync(self, ts: int) -> None:
+        version = self.conn.version or self.owner.version
+        limit = self.owner.resync_limit
+        while self.cands:
+            cand = self.cands[0]
+            verdict = self._trusted(cand - self.rbase, version, limit)
+            if verdict is None:
+                return  # wait for the rest of the candidate packet
+            if verdict:
+                self._not_decoded(ts, self.bad_from, cand,
+                                  "skipped: no trusted packet boundary after lost or "
+                                  "missing bytes")
+                rest = bytes(self.rbuf[cand - self.rbase :])
+                self.rbuf = bytearray()
+                self.cands = []
+                self._decode_from(cand, version)
+                self._decode(cand, rest, ts)
+                return
+            self.cands.pop(0)
+            keep = self.cands[0] if self.cands else self.end
+            del self.rbuf[: keep - self.rbase]
+            self.rbase = keep
+
+    def _trusted(self, rel: int, version: int | None, limit: int) -> bool | None:
+        """Whether a packet starts at rbuf[rel]: True, False, or None (need more bytes).
+
+        Without a known level (no CONNECT seen and none assumed), only a CONNECT is
+        trusted, and only in the client-to-server direction: it sets the level.
+        """
+        buf = self.rbuf
+        b0 = buf[rel]
+        if version is None and (self.name == "s2c" or b0 != 0x10):
+            return False
+        if not _plausible_first_byte(b0, version or 5):
+            return False
+        header = _fixed_header(buf[rel : rel + 5])
+        if header is None:
+            return None
+        if header is False:
+            return False
+        size, length = header
+        if size + length > limit:
+            return False
+        if len(buf) - rel < size + length:
+            return None
+        try:
+            result = self.owner.codec.decode_from(buf, rel, version=version or 5)
+        except MQTTWireError:
+            return False
+        return result is not None and result[1] == rel + size + length
+
+
+def ip_text(addr: bytes) -> str:
+    """An IPv4 or IPv6 address, packed, as text."""
+    return socket.inet_ntop(socket.AF_INET if len(addr) == 4 else socket.AF_INET6, addr)
+
+
+class _Connection:
+    """An MQTT connection: its id, the client's identity, and its two directions."""
+
+    __slots__ = ("c2s", "client_id", "id", "s2c", "version")
+
+    def __init__(self, owner: MqttStreams, tcp: TcpConnection, client_side: int) -> None:
+        self.id = f"{owner.capture}#{tcp.index}"
+        self.client_id: str | None = None
+        self.version: int | None = None
+        self.c2s = _Direction(owner, self, tcp.streams[client_side], "c2s")
+        self.s2c = _Direction(owner, self, tcp.streams[1 - client_side], "s2c")
+        self.c2s.stream.user = self.c2s
+        self.s2c.stream.user = self.s2c
+        tcp.user = self
+
+
+class _Sniff:
+    """A connection on no MQTT port, whose first bytes will tell if it is MQTT: the
+    side that spoke first, and what it said so far."""
+
+    __slots__ = ("head", "side")
+
+    def __init__(self) -> None:
+        self.side: int | None = None
+        self.head = b""
+
+
+# ---------------------------------------------------------------------------------------
+# The handler
+
+
+class MqttStreams:
+    """A TcpReassembler handler that turns MQTT connections into records.
+
+    Args:
+        capture: the capture's name, used in records and connection ids.
+        ports: the MQTT server ports.  A connection to one of them is MQTT; another
+            connection is MQTT if its first bytes (after a SYN) are a CONNECT.
+        codec: the codec module (``mqttwire._pure`` or ``mqttwire._speedups``).
+        payload_limit: keep PUBLISH payloads cut to this many bytes; None keeps none.
+        version: the protocol level to assume for connections whose CONNECT is not in
+            the capture; None skips their bytes (as error records).
+        resync_limit: the largest packet accepted as a resynchronisation point.
+        max_pending: the reassembler's limit of out-of-order bytes held per stream.
+
+    Feed segments to ``reassembler`` (a :class:`TcpReassembler` with this handler), after
+    setting ``frame`` to the number of the frame that holds the segment.  Records are
+    appended to ``out``; the caller empties it.
+    """
+
+    def __init__(self, capture: str, *, ports: Iterable[int], codec: ModuleType,
+                 payload_limit: int | None = None, version: int | None = None,
+                 resync_limit: int = 1 << 20, max_pending: int = 1 << 20) -> None:
+        self.capture = capture
+        self.ports = frozenset(ports)
+        self.codec = codec
+        self.payload_limit = payload_limit
+        self.version = version
+        self.resync_limit = resync_limit
+        self.out: list[Record] = []
+        self.frame = 0
+        self.reassembler = TcpReassembler(self, max_pending=max_pending)
+
+    def on_connection(self, conn: TcpConnection) -> bool:
+        initiator = conn.streams[0]
+        if initiator.dport in self.ports:
+            _Connection(self, conn, 0)
+        elif initiator.sport in self.ports:
+            _Connection(self, conn, 1)
+        elif conn.syn_seen:
+            conn.user = _Sniff()
+        else:
+            return False  # not on an MQTT port, and its start is not in the capture
+        return True
+
+    def _sniff(self, stream: TcpStream, offset: int, data: Any, ts: int) -> None:
+        """Decide whether a connection on no MQTT port is MQTT, from its first bytes: the
+        client speaks first, with a CONNECT [MQTT-3.1.0-1]."""
+        conn = stream.conn
+        sniff: _Sniff = conn.user
+        if sniff.side is None and offset == 0 and stream.synced:
+            sniff.side = stream.side
+        if sniff.side != stream.side:
+            self._ignore(conn)  # the first bytes are not the stream's start, or both spoke
+            return
+        sniff.head += bytes(data)
+        verdict = looks_like_connect(sniff.head)
+        if verdict is None:
+            return  # too few bytes yet (at most 14 decide)
+        if not verdict:
+            self._ignore(conn)
+            return
+        _Connection(self, conn, stream.side).c2s.data(0, sniff.head, ts, True)
+
+    def _ignore(self, conn: TcpConnection) -> None:
+        self.reassembler.ignore(conn)
+
+    def on_data(self, stream: TcpStream, offset: int, data: Any, ts: int,
+                boundary: bool) -> None:
+        direction = stream.user
+        if direction is not None:
+            direction.data(offset, data, ts, boundary)
+        elif type(stream.conn.user) is _Sniff:
+            self._sniff(stream, offset, data, ts)
+
+    def on_gap(self, stream: TcpStream, offset: int, length: int, ts: int) -> None:
+        direction = stream.user
+        if direction is not None:
+            direction.gap(offset, length, ts)
+        elif type(stream.conn.user) is _Sniff:
+            self._ignore(stream.conn)  # its start is lost: cannot tell
+
+    def on_end(self, stream: TcpStream, ts: int, reason: str) -> None:
+        direction = stream.user
+        if direction is not None:
+            direction.ended(ts, reason)

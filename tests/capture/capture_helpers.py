@@ -1,0 +1,142 @@
+"""Synthetic MQTT sessions for the capture tests: what was sent, and where it sits."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from mqttwire.capture import Record, read_capture
+from mqttwire.capture.synth import Frame, Segment, TcpFlow, write_pcap, write_pcapng
+
+T0 = 1_700_000_000_000_000_000
+
+
+@dataclass
+class Sent:
+    """A packet as sent: its side (0 client, 1 server), the packet, its bytes, and its
+    stream offset in that side's stream."""
+
+    side: int
+    packet: Any
+    wire: bytes
+    offset: int
+
+
+def conversation(mw: ModuleType, version: int, client_id: str = "client") -> list[tuple[int, Any]]:
+    """A session that uses every packet type a 3.x or 5.0 session has."""
+    v5 = version == 5
+    props = mw.Properties
+    conv: list[tuple[int, Any]] = [
+        (0, mw.Connect(client_id, protocol_version=version, keep_alive=30)),
+        (1, mw.ConnAck()),
+        (0, mw.Subscribe(1, [mw.Subscription("sensors/+/temp", qos=1),
+                             mw.Subscription("alerts/#", qos=2)])),
+        (1, mw.SubAck(1, [1, 2])),
+        (0, mw.Publish("sensors/a/temp", b"21.5")),
+        (0, mw.Publish("sensors/b/temp", bytes(range(256)) * 12, qos=1, packet_id=2)),
+        (1, mw.PubAck(2)),
+        (0, mw.Publish("alerts/fire", b"!", qos=2, packet_id=3, retain=True)),
+        (1, mw.PubRec(3)),
+        (0, mw.PubRel(3)),
+        (1, mw.PubComp(3)),
+        (1, mw.Publish("sensors/a/temp", b"21.5", qos=1, packet_id=9)),
+        (0, mw.PubAck(9)),
+    ]
+    if v5:
+        conv += [
+            (0, mw.Publish("alias/topic", b"one",
+                           properties=props(topic_alias=4, user_properties=[("k", "v")]))),
+            (0, mw.Publish("", b"two", properties=props(topic_alias=4))),
+            (1, mw.Publish("down/alias", b"three", properties=props(topic_alias=4))),
+            (1, mw.Publish("", b"four", qos=1, packet_id=10, properties=props(topic_alias=4))),
+            (0, mw.PubAck(10)),
+        ]
+    conv += [
+        (0, mw.Unsubscribe(4, ["alerts/#"])),
+        (1, mw.UnsubAck(4, [0]) if v5 else mw.UnsubAck(4)),
+        (0, mw.PingReq()),
+        (1, mw.PingResp()),
+        (0, mw.Disconnect()),
+    ]
+    return conv
+
+
+def encode_all(conv: list[tuple[int, Any]], version: int) -> list[Sent]:
+    offsets = [0, 0]
+    out = []
+    for side, packet in conv:
+        wire = packet.encode(version)
+        out.append(Sent(side, packet, wire, offsets[side]))
+        offsets[side] += len(wire)
+    return out
+
+
+def segments_for(flow: TcpFlow, sent: list[Sent], sizes: Sequence[int] = (1460,)) -> list[Segment]:
+    """The session's segments: each run of packets from one side is written as one
+    byte string, cut into segments of ``sizes`` (cyclically); the other side ACKs it."""
+    segs: list[Segment] = []
+    i = 0
+    while i < len(sent):
+        side = sent[i].side
+        run = b""
+        while i < len(sent) and sent[i].side == side:
+            run += sent[i].wire
+            i += 1
+        segs += flow.send(side, run, sizes)
+        segs.append(flow.ack(1 - side))
+    return segs
+
+
+def stream_offset(flow: TcpFlow, seg: Segment) -> int:
+    """The stream offset of ``seg``'s first byte: its distance from ISN + 1, mod 2**32."""
+    isn = flow.isn_client if seg.side == 0 else flow.isn_server
+    return (seg.seq - isn - 1) & 0xFFFFFFFF
+
+
+def completing_segment(flow: TcpFlow, segs: list[Segment], side: int, end: int) -> int:
+    """Index in ``segs`` of the (in-order) segment of ``side`` holding stream byte end-1."""
+    for i, g in enumerate(segs):
+        if g.side == side and g.payload:
+            start = stream_offset(flow, g)
+            if start < end <= start + len(g.payload):
+                return i
+    raise AssertionError(f"no segment ends the packet at {end}")
+
+
+def frames_for(flow: TcpFlow, segs: list[Segment], *, start: int = 0, step: int = 1000,
+               **frame_kw: Any) -> list[Frame]:
+    return [Frame(T0 + (start + i) * step, flow.ip(s), **frame_kw) for i, s in enumerate(segs)]
+
+
+def write(frames: list[Frame], fmt: str = "pcapng", **kw: Any) -> bytes:
+    buf = io.BytesIO()
+    (write_pcapng if fmt == "pcapng" else write_pcap)(buf, frames, **kw)
+    return buf.getvalue()
+
+
+def read(raw: bytes, codec: ModuleType, name: str = "t.pcapng", **kw: Any) -> list[Record]:
+    return list(read_capture(io.BytesIO(raw), codec=codec, name=name, **kw))
+
+
+def check_accounting(records: list[Record],
+                     lengths: dict[tuple[str, str], int] | None = None) -> None:
+    """Every byte of every direction is in exactly one packet, error or gap record:
+    sorted by offset, the records tile [0, end) without holes or overlaps, and ``end``
+    is the stream's length where ``lengths`` gives it."""
+    spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for r in records:
+        if r.kind in ("packet", "error", "gap"):
+            assert r.connection_id and r.direction and r.length and r.length > 0, r
+            key = (r.connection_id, r.direction)
+            spans.setdefault(key, []).append((r.stream_offset, r.length))  # type: ignore[arg-type]
+    for key, items in spans.items():
+        items.sort()
+        pos = 0
+        for offset, length in items:
+            assert offset == pos, (key, items)
+            pos += length
+        if lengths is not None:
+            assert pos == lengths[key], (key, pos, lengths[key])
