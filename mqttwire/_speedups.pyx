@@ -70,7 +70,13 @@ cdef bint _BAD_FIRST[3][256]
 # _ACK_CODE_OK[t - 4][c]: reason code c is defined for acknowledgement type t (MQTT 5.0).
 cdef bint _ACK_CODE_OK[4][256]
 
+# _TOPIC_CLASS[b]: 1 for U+0000, 2 for '+' or '#', 4 for a byte >= 0x80 (non-ASCII), else 0;
+# one OR per topic byte tells which (rare) checks a topic name needs.
+cdef unsigned char _TOPIC_CLASS[256]
+
 cdef int _v, _b, _t
+for _b in range(256):
+    _TOPIC_CLASS[_b] = 1 if _b == 0 else 2 if _b in (0x2B, 0x23) else 4 if _b >= 0x80 else 0
 for _v in range(3):
     for _b in range(256):
         _BAD_FIRST[_v][_b] = first_byte_error(_b, _v + 3, 0) is not None
@@ -802,11 +808,9 @@ def encode(packet, version=5):
 
 cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
                             unsigned char b0, int version):
-    cdef Py_ssize_t tstart, tend, i, blk_end
+    cdef Py_ssize_t tstart, tend, i
     cdef unsigned int qos = (b0 >> 1) & 3
-    cdef unsigned char c
-    cdef bint has_nul = False, has_wildcard = False
-    cdef unsigned char high = 0
+    cdef unsigned char classes = 0
     cdef Publish pkt
     cdef object properties = None
     cdef object packet_id = None
@@ -817,14 +821,9 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
     if tend > end:
         raise overrun(_PUBLISH, _TOPIC_NAME, pos)
     for i in range(tstart, tend):
-        c = p[i]
-        if c == 0:
-            has_nul = True
-        elif c == 0x2B or c == 0x23:  # '+', '#'
-            has_wildcard = True
-        high |= c
+        classes |= _TOPIC_CLASS[p[i]]
     # Same order of checks as _pure: UTF-8, then U+0000, then wildcards.
-    if high < 0x80:  # ASCII, so valid UTF-8: copy it into a compact ASCII string
+    if not classes & 4:  # ASCII, so valid UTF-8: copy it into a compact ASCII string
         topic = PyUnicode_New(tend - tstart, 127)
         memcpy(PyUnicode_DATA(topic), p + tstart, tend - tstart)
     else:
@@ -832,9 +831,9 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
             topic = PyUnicode_DecodeUTF8(<const char*>p + tstart, tend - tstart, NULL)
         except UnicodeDecodeError as exc:
             raise utf8_error(_PUBLISH, _TOPIC_NAME, exc, tstart, version) from None
-    if has_nul:
+    if classes & 1:
         raise null_error(_PUBLISH, _TOPIC_NAME, topic, tstart, version)
-    if has_wildcard:
+    if classes & 2:
         raise topic_name_wildcard_error(_PUBLISH, topic, tstart, version)
     if tend == tstart and version < 5:
         raise MalformedPacket(_PUBLISH, "topic name is empty", offset=tstart - 2,
