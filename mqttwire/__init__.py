@@ -45,6 +45,12 @@ Unsubscribe = impl.Unsubscribe
 Will = impl.Will
 StreamDecoder = impl.StreamDecoder
 PreparedPublish = impl.PreparedPublish
+validate_topic_name = impl.validate_topic_name
+validate_topic_filter = impl.validate_topic_filter
+topic_matches = impl.topic_matches
+parse_shared = impl.parse_shared
+TopicTree = impl.TopicTree
+Matches = impl.Matches
 decode = impl.decode
 decode_from = impl.decode_from
 encode = impl.encode
@@ -87,4 +93,10 @@ __all__ = [
     "decode",
     "decode_from",
     "encode",
+    "validate_topic_name",
+    "validate_topic_filter",
+    "topic_matches",
+    "parse_shared",
+    "TopicTree",
+    "Matches",
 ]

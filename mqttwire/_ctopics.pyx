@@ -9,11 +9,11 @@
   strings and raise the same errors by construction, and error paths stay cold.
 - ``topic_matches`` compares the levels in C, code point by code point.
 - ``TopicTree`` has the same structure and algorithms as ``_topics.TopicTree`` with typed
-  nodes, so the walk in ``match`` reads C fields instead of Python attributes (measured
-  3 to 5 times faster).
+  nodes, so the walk in ``match`` reads C fields instead of Python attributes
+  (benchmarks/bench_topics.py measures both).
 
-The public functions take exactly ``str``: a ``str`` subclass is first copied to a plain
-``str`` (matches ``_topics``, which accepts subclasses through ``isinstance``).
+The scans need an exact ``str``: a ``str`` subclass is first copied to a plain one
+(matches ``_topics``, which accepts subclasses through ``isinstance``).
 """
 
 cimport cython
@@ -113,12 +113,9 @@ cdef bint _filter_is_valid(str filter) noexcept:
     return size <= MAX_TOPIC_BYTES
 
 
-cdef inline bint _is_shared(str filter) noexcept:
+cdef inline bint _is_shared(str filter):
     # matches _topics._is_shared: the first level is "$share"
-    return filter.startswith("$share") and (
-        PyUnicode_GET_LENGTH(filter) == 6
-        or PyUnicode_READ(PyUnicode_KIND(filter), PyUnicode_DATA(filter), 6) == SLASH
-    )
+    return filter.startswith("$share/") or filter == _SHARE
 
 
 cdef bint _matches(str filter, str name) noexcept:
@@ -226,8 +223,9 @@ topic_matches.__doc__ = _topics.topic_matches.__doc__
 @cython.freelist(64)
 cdef class _Node:
     cdef dict children  # level text -> _Node ("+" and "#" are ordinary keys)
-    cdef dict subs  # key -> (qos, value) of the ordinary subscriptions ending here, or None
-    cdef dict shared  # share name -> {key -> (qos, value)} ending here, or None
+    cdef dict values  # key -> value of the ordinary subscriptions ending here, or None
+    cdef dict qos  # key -> their QoS, or None
+    cdef dict shared  # share name -> {key -> value} of those ending here, or None
     cdef str filter  # the (inner) filter ending here, once a subscription does
 
     def __cinit__(self):
@@ -250,38 +248,48 @@ cdef class TopicTree:
     whatever protocol level the subscriber speaks, as most brokers do; they are matched
     on their inner filter and reported per group by :meth:`match`.
 
-    Not thread-safe: guard a tree shared between threads with a lock.
+    Not thread-safe: guard a tree shared between threads with a lock.  (The C twin
+    serialises the calls on one tree on free-threaded builds, so that misuse there cannot
+    crash the process, but that does not make a sequence of calls atomic.)
     """
 
     cdef _Node _root
     cdef Py_ssize_t _count
     cdef dict _filters  # key -> the set of its filters
 
-    def __init__(self):
+    def __cinit__(self):
+        # In __cinit__, so that no subclass can skip it: the methods trust _root.
         self._root = _Node()
         self._count = 0
         self._filters = {}
+
+    def __init__(self):
+        # Takes no arguments, as the pure twin's does (__cinit__ alone would ignore them).
+        pass
 
     def __len__(self):
         """The number of subscriptions (each (filter, key) once)."""
         return self._count
 
+    @cython.critical_section
     def __iter__(self):
-        """Every subscription as ``(filter, key, value)``, in no particular order."""
+        """Every subscription as ``(filter, key, value)``, in no particular order.  The
+        iterator runs over a snapshot, so the tree may change meanwhile."""
+        cdef list out = []
         cdef _Node node
         cdef list stack = [self._root]
         while stack:
             node = stack.pop()
             stack.extend(node.children.values())
-            if node.subs:
-                for key, entry in node.subs.items():
-                    yield node.filter, key, entry[1]
+            if node.values:
+                out.extend([(node.filter, key, value) for key, value in node.values.items()])
             if node.shared:
                 for share, members in node.shared.items():
-                    filter = f"{_SHARE}/{share}/{node.filter}"
-                    for key, entry in (<dict>members).items():
-                        yield filter, key, entry[1]
+                    full = f"{_SHARE}/{share}/{node.filter}"
+                    out.extend([(full, key, value) for key, value in (<dict>members).items()])
+        return iter(out)
 
+    @cython.critical_section
     def insert(self, filter, key, value):
         """Subscribe ``key`` to ``filter`` with ``value``, replacing the value of an
         existing subscription of ``key`` to the same filter.
@@ -297,11 +305,13 @@ cdef class TopicTree:
         """
         validate_topic_filter(filter, version=5)
         cdef str text = _exact_str(filter, "topic filter")
-        cdef tuple entry = (_qos_of(value), value)
+        qos = _qos_of(value)
+        hash(key)  # an unhashable key fails here, before any node is made
         cdef tuple shared = _split_shared(text, "SUBSCRIBE", 0) if _is_shared(text) else None
         cdef str inner = text if shared is None else shared[1]
         cdef _Node node = self._root, child
         cdef dict table
+        cdef set filters
         for level in inner.split("/"):
             child = node.children.get(level)
             if child is None:
@@ -310,33 +320,42 @@ cdef class TopicTree:
             node = child
         node.filter = inner
         if shared is None:
-            if node.subs is None:
-                node.subs = {}
-            table = node.subs
+            if node.values is None:
+                node.values, node.qos = {}, {}
+            table = node.values
+            node.qos[key] = qos
         else:
             if node.shared is None:
                 node.shared = {}
             table = node.shared.setdefault(shared[0], {})
         added = key not in table
-        table[key] = entry
+        table[key] = value
         if added:
-            self._filters.setdefault(key, set()).add(text)
+            filters = self._filters.get(key)
+            if filters is None:
+                filters = self._filters[key] = set()
+            filters.add(text)
             self._count += 1
         return added
 
+    @cython.critical_section
     def remove(self, filter, key):
         """Unsubscribe ``key`` from ``filter``.  Nodes left empty are removed.
 
         Returns:
             Whether there was such a subscription.
         """
+        return self._remove(filter, key)
+
+    cdef bint _remove(self, object filter, object key) except -1:
         cdef set filters = self._filters.get(key)
         if filters is None or filter not in filters:
             return False
         # Only filters that insert() validated get here.
         cdef str text = _exact_str(filter, "topic filter")
         cdef tuple shared = _split_shared(text, "SUBSCRIBE", 0) if _is_shared(text) else None
-        cdef list levels = (text if shared is None else shared[1]).split("/")
+        cdef str inner = text if shared is None else shared[1]
+        cdef list levels = inner.split("/")
         cdef list path = [self._root]
         cdef _Node node = self._root
         cdef dict members
@@ -345,9 +364,9 @@ cdef class TopicTree:
             node = node.children[level]
             path.append(node)
         if shared is None:
-            del node.subs[key]
-            if not node.subs:
-                node.subs = None
+            del node.values[key], node.qos[key]
+            if not node.values:
+                node.values = node.qos = None
         else:
             members = node.shared[shared[0]]
             del members[key]
@@ -357,7 +376,7 @@ cdef class TopicTree:
                     node.shared = None
         for depth in range(len(levels), 0, -1):
             node = path[depth]
-            if node.children or node.subs or node.shared:
+            if node.children or node.values or node.shared:
                 break
             del (<_Node>path[depth - 1]).children[levels[depth - 1]]
         filters.discard(text)
@@ -366,6 +385,7 @@ cdef class TopicTree:
         self._count -= 1
         return True
 
+    @cython.critical_section
     def remove_key(self, key):
         """Remove every subscription of ``key`` (a client whose session ended).
 
@@ -374,7 +394,7 @@ cdef class TopicTree:
         """
         cdef list filters = list(self._filters.get(key, ()))
         for filter in filters:
-            self.remove(filter, key)
+            self._remove(filter, key)
         return len(filters)
 
     cdef list _collect(self, str name):
@@ -421,6 +441,7 @@ cdef class TopicTree:
                     stack.append(depth + 1)
         return found
 
+    @cython.critical_section
     def match(self, name):
         """The subscriptions matching the topic name ``name``.
 
@@ -436,26 +457,31 @@ cdef class TopicTree:
         :func:`topic_matches` says for each stored filter.
         """
         cdef str topic = _exact_str(name, "topic name")
-        cdef dict best = {}, groups = {}, subs
-        cdef _Node node
-        cdef tuple entry, held
-        for node in self._collect(topic):
-            subs = node.subs
-            if subs:
-                if best:
-                    for key, entry in subs.items():
-                        held = best.get(key)
-                        if held is None or entry[0] > held[0]:
-                            best[key] = entry
-                else:
-                    best.update(subs)
+        cdef list found = self._collect(topic)
+        cdef dict values, best, groups = {}, node_values
+        cdef _Node node, largest = None
+        cdef Py_ssize_t size = 0
+        cdef object held
+        for node in found:
+            if node.values and len(node.values) > size:
+                largest, size = node, len(node.values)
             if node.shared:
                 for share, members in node.shared.items():
-                    groups[(share, node.filter)] = {
-                        key: entry[1] for key, entry in (<dict>members).items()
-                    }
-        return Matches({key: entry[1] for key, entry in best.items()}, groups)
+                    groups[(share, node.filter)] = (<dict>members).copy()
+        if largest is None:
+            return Matches({}, groups)
+        values, best = largest.values.copy(), largest.qos.copy()
+        for node in found:
+            if node.values and node is not largest:
+                node_values = node.values
+                for key, qos in node.qos.items():
+                    held = best.get(key)
+                    if held is None or qos > held:
+                        best[key] = qos
+                        values[key] = node_values[key]
+        return Matches(values, groups)
 
+    @cython.critical_section
     def match_all(self, name):
         """Every subscription matching ``name``, as ``(filter, key, value)``, without
         merging a subscriber's overlapping subscriptions; shared ones appear with their
@@ -469,14 +495,15 @@ cdef class TopicTree:
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            if node.subs:
-                out.extend([(node.filter, key, entry[1]) for key, entry in node.subs.items()])
+            if node.values:
+                out.extend([(node.filter, key, value) for key, value in node.values.items()])
             if node.shared:
                 for share, members in node.shared.items():
                     full = f"{_SHARE}/{share}/{node.filter}"
-                    out.extend([(full, key, entry[1]) for key, entry in (<dict>members).items()])
+                    out.extend([(full, key, value) for key, value in (<dict>members).items()])
         return out
 
+    @cython.critical_section
     def _node_count(self):
         """How many nodes the tree holds, the root included (for leak tests)."""
         cdef Py_ssize_t count = 0

@@ -19,6 +19,14 @@ from . import _cold
 from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REASON_CODES, PacketType
 from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
 from ._properties import Properties, decode_properties, encode_properties, same_properties
+from ._topics import (
+    Matches,
+    TopicTree,
+    parse_shared,
+    topic_matches,
+    validate_topic_filter,
+    validate_topic_name,
+)
 from ._wire import (
     Buffer,
     as_buffer,
@@ -46,7 +54,8 @@ __all__ = [
     "Auth", "ConnAck", "Connect", "Disconnect", "PingReq", "PingResp", "PubAck", "PubComp",
     "Publish", "PubRec", "PubRel", "SubAck", "Subscribe", "Subscription", "UnsubAck",
     "Unsubscribe", "Will", "StreamDecoder", "PreparedPublish", "decode", "decode_from",
-    "encode",
+    "encode", "Matches", "TopicTree", "parse_shared", "topic_matches", "validate_topic_filter",
+    "validate_topic_name",
 ]
 
 Packet = Union[

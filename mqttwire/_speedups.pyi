@@ -22,5 +22,11 @@ from ._pure import Will as Will
 from ._pure import decode as decode
 from ._pure import decode_from as decode_from
 from ._pure import encode as encode
+from ._topics import Matches as Matches
+from ._topics import TopicTree as TopicTree
+from ._topics import parse_shared as parse_shared
+from ._topics import topic_matches as topic_matches
+from ._topics import validate_topic_filter as validate_topic_filter
+from ._topics import validate_topic_name as validate_topic_name
 
 __all__: list[str]

@@ -23,6 +23,14 @@ import types
 from . import _cold, _pure
 from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REASON_CODES, PacketType
 from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
+from ._ctopics import (
+    Matches,
+    TopicTree,
+    parse_shared,
+    topic_matches,
+    validate_topic_filter,
+    validate_topic_name,
+)
 from ._properties import Properties, decode_properties, encode_properties, same_properties
 from ._wire import (
     as_buffer,
@@ -61,7 +69,8 @@ __all__ = [
     "Auth", "ConnAck", "Connect", "Disconnect", "PingReq", "PingResp", "PubAck", "PubComp",
     "Publish", "PubRec", "PubRel", "SubAck", "Subscribe", "Subscription", "UnsubAck",
     "Unsubscribe", "Will", "StreamDecoder", "PreparedPublish", "decode", "decode_from",
-    "encode",
+    "encode", "Matches", "TopicTree", "parse_shared", "topic_matches", "validate_topic_filter",
+    "validate_topic_name",
 ]
 
 # _BAD_FIRST[v - 3][b]: no packet at level v may start with byte b.  Filled from the shared

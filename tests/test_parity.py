@@ -39,7 +39,7 @@ def _plain(sig: inspect.Signature) -> list[tuple[str, object, object]]:
     return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
 
 
-@pytest.mark.parametrize("name", PACKET_CLASSES + PARTS + ["StreamDecoder", "PreparedPublish"])
+@pytest.mark.parametrize("name", PACKET_CLASSES + PARTS + ["StreamDecoder", "PreparedPublish", "TopicTree"])
 def test_same_members(name: str, both_codecs: tuple[ModuleType, ModuleType]) -> None:
     cy, py = both_codecs
     cy_cls, py_cls = getattr(cy, name), getattr(py, name)

@@ -1,0 +1,595 @@
+"""Topic names and topic filters: validation, matching, shared subscriptions, and a
+subscription tree for brokers (MQTT 3.1.1 §4.7, MQTT 5.0 §4.7 and §4.8.2).
+
+This is the reference implementation, and the pure-Python twin.  ``_ctopics.pyx`` is the
+C twin, with the same behaviour; whatever its validation scans do not find certainly valid
+goes to the check functions here, so both raise the same errors with the same messages.
+
+Levels are what lies between ``/`` separators, empty ones included: ``"/a"`` has the
+levels ``""`` and ``"a"``, ``"a//b"`` has three (MQTT 5.0 §4.7.3: "a leading or trailing '/'
+creates a distinct Topic Name or Topic Filter").  Nothing is normalised, case or otherwise
+[MQTT-4.7.3-4].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from typing import Any, NamedTuple
+
+from ._errors import MalformedPacket, ProtocolError, rule
+from ._wire import null_error, topic_name_wildcard_error, utf8_error
+
+__all__ = [
+    "Matches",
+    "TopicTree",
+    "check_topic_filter",
+    "check_topic_name",
+    "parse_shared",
+    "topic_matches",
+    "validate_topic_filter",
+    "validate_topic_name",
+]
+
+_VERSIONS = (3, 4, 5)
+# A filter whose first level is "$share" is a Shared Subscription (MQTT 5.0 §4.8.2):
+# "$share/{ShareName}/{filter}".
+_SHARE = "$share"
+_SHARE_NAME_START = len(_SHARE) + 1
+
+
+def _byte_offset(text: str, index: int) -> int:
+    """Where character ``index`` of ``text`` starts in its UTF-8 encoding.  A lone
+    surrogate before it counts as the three bytes of its ED xx xx form (parse_shared
+    does not reject them, and counts them as the UTF-8 check does)."""
+    return len(text[:index].encode("utf-8", "surrogatepass"))
+
+
+# ---------------------------------------------------------------------------------------
+# Validation. The check_* forms take the packet type and the offset of the string's first
+# byte, so a decoder can report offsets within its packet; validate_* are the public forms.
+
+
+def _check_string(text: str, field: str, ptype: str, start: int, version: int) -> None:
+    """What every topic name and filter must be: well-formed UTF-8 without U+0000
+    [MQTT-4.7.3-2] (cited, as the decoder does, by the UTF-8 string rules [MQTT-1.5.4-1]
+    [MQTT-1.5.4-2]), at least one byte [MQTT-4.7.3-1] and at most 65,535 [MQTT-4.7.3-3].
+    Checked in the order the decoder meets them (read_utf8 first)."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        # A str can hold lone surrogates, which UTF-8 cannot encode.  Report them as the
+        # decoder reports the same code points arriving as bytes (ED A0..BF xx, the only way
+        # to write a surrogate in a UTF-8-like form): Python's UTF-8 decoder stops at the ED
+        # with "invalid continuation byte", so read_utf8 would say exactly this.
+        raw = text.encode("utf-8", "surrogatepass")
+        index = _byte_offset(text, exc.start)
+        decode_error = UnicodeDecodeError(
+            "utf-8", raw, index, index + 1, "invalid continuation byte"
+        )
+        raise utf8_error(ptype, field, decode_error, start, version) from None
+    if "\x00" in text:
+        raise null_error(ptype, field, text, start, version)
+    if size == 0:
+        raise MalformedPacket(
+            ptype, f"{field} is empty", offset=start, rule=rule("topic_length", version)
+        )
+    if size > 0xFFFF:
+        raise MalformedPacket(
+            ptype, f"{field} is longer than 65,535 bytes ({size})", offset=start,
+            rule=rule("topic_too_long", version),
+        )
+
+
+def check_topic_name(name: str, ptype: str, start: int, version: int) -> None:
+    """Raise the error a decoder raises for ``name`` read at ``start`` in a ``ptype``
+    packet, if it is not a valid topic name."""
+    _check_string(name, "topic name", ptype, start, version)
+    # [MQTT-3.3.2-2] (also MQTT 3.1.1 [MQTT-4.7.1-1], MQTT 5.0 [MQTT-4.7.0-1]).
+    if "+" in name or "#" in name:
+        raise topic_name_wildcard_error(ptype, name, start, version)
+
+
+def check_topic_filter(filter: str, ptype: str, start: int, version: int) -> None:
+    """Raise the error a decoder raises for ``filter`` read at ``start`` in a ``ptype``
+    packet, if it is not a valid topic filter for protocol level ``version``."""
+    _check_string(filter, "topic filter", ptype, start, version)
+    # Shared Subscriptions are a 5.0 feature: at levels 3 and 4 "$share/..." is an
+    # ordinary filter (whose wildcards are checked below like any other's).
+    if version == 5 and _is_shared(filter):
+        _split_shared(filter, ptype, start)
+    if "+" in filter or "#" in filter:
+        _check_wildcards(filter, ptype, start, version)
+
+
+def _check_wildcards(filter: str, ptype: str, start: int, version: int) -> None:
+    # '#' "MUST be specified either on its own or following a topic level separator. In
+    # either case it MUST be the last character specified in the Topic Filter"; '+' "MUST
+    # occupy an entire level of the filter".  3.1.1 numbers these [MQTT-4.7.1-2] and
+    # [MQTT-4.7.1-3], 5.0 [MQTT-4.7.1-1] and [MQTT-4.7.1-2]: rule() picks.
+    levels = filter.split("/")
+    last = len(levels) - 1
+    index = 0  # of the level's first character in ``filter``
+    for n, level in enumerate(levels):
+        if level == "#":
+            if n != last:
+                raise _wildcard_error(
+                    filter, index, "is not the last level", ptype, start, version
+                )
+        elif level != "+":
+            plus, hash_ = level.find("+"), level.find("#")
+            if plus >= 0 or hash_ >= 0:
+                first = min(i for i in (plus, hash_) if i >= 0)
+                raise _wildcard_error(
+                    filter, index + first, "is not alone in its level", ptype, start, version
+                )
+        index += len(level) + 1
+
+
+def _wildcard_error(
+    filter: str, index: int, problem: str, ptype: str, start: int, version: int
+) -> MalformedPacket:
+    if filter[index] == "#":
+        what, key = "multi-level wildcard '#'", "topic_filter_multi_level"
+    else:
+        what, key = "single-level wildcard '+'", "topic_filter_single_level"
+    return MalformedPacket(
+        ptype, f"{what} {problem}", offset=start + _byte_offset(filter, index),
+        rule=rule(key, version),
+    )
+
+
+def _require_str(value: object, field: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be str, not {type(value).__name__}")
+
+
+def _require_version(version: object) -> None:
+    if version not in _VERSIONS:
+        raise ValueError(f"unknown protocol version {version!r} (expected 3, 4 or 5)")
+
+
+def validate_topic_name(name: str, *, version: int = 5) -> None:
+    """Check that ``name`` is a valid Topic Name, as the PUBLISH decoder would.
+
+    A Topic Name is 1 to 65,535 bytes of well-formed UTF-8 [MQTT-4.7.3-1] [MQTT-4.7.3-3]
+    without U+0000 [MQTT-4.7.3-2] and without the wildcards ``+`` and ``#``
+    [MQTT-3.3.2-2].  (An MQTT 5.0 PUBLISH may carry an empty Topic Name with a Topic
+    Alias; that is the packet's business: resolve the alias, then validate the name.)
+
+    Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: ``version`` is not 3, 4 or 5.
+        MalformedPacket: with packet type "PUBLISH", the rule the given protocol level
+            numbers, and ``offset`` the byte offset of the problem within the UTF-8 of
+            ``name``.
+    """
+    _require_str(name, "topic name")
+    _require_version(version)
+    check_topic_name(name, "PUBLISH", 0, version)
+
+
+def validate_topic_filter(filter: str, *, version: int = 5) -> None:
+    """Check that ``filter`` is a valid Topic Filter, as the SUBSCRIBE decoder would.
+
+    The string rules of topic names apply (1 to 65,535 bytes of UTF-8, no U+0000);
+    ``+`` must be a whole level and ``#`` the whole last level (MQTT 3.1.1
+    [MQTT-4.7.1-2] [MQTT-4.7.1-3], MQTT 5.0 [MQTT-4.7.1-1] [MQTT-4.7.1-2]).  With
+    ``version=5`` a filter whose first level is ``$share`` must also be a well-formed
+    Shared Subscription (see :func:`parse_shared`); at levels 3 and 4 it is an ordinary
+    filter.
+
+    Raises:
+        TypeError: ``filter`` is not a str.
+        ValueError: ``version`` is not 3, 4 or 5.
+        MalformedPacket: with packet type "SUBSCRIBE" and ``offset`` the byte offset of the
+            problem within the UTF-8 of ``filter``.
+        ProtocolError: a malformed Shared Subscription (version 5 only), likewise.
+    """
+    _require_str(filter, "topic filter")
+    _require_version(version)
+    check_topic_filter(filter, "SUBSCRIBE", 0, version)
+
+
+# ---------------------------------------------------------------------------------------
+# Shared Subscriptions (MQTT 5.0 §4.8.2)
+
+
+def _is_shared(filter: str) -> bool:
+    """Whether the first level is "$share", which marks a Shared Subscription."""
+    return filter.startswith("$share/") or filter == _SHARE
+
+
+def _split_shared(filter: str, ptype: str, start: int) -> tuple[str, str]:
+    """(ShareName, inner filter) of a filter for which _is_shared() holds."""
+    end = filter.find("/", _SHARE_NAME_START)
+    share = filter[_SHARE_NAME_START:] if end < 0 else filter[_SHARE_NAME_START:end]
+    if not share:
+        # "MUST start with $share/ and MUST contain a ShareName that is at least one
+        # character long" [MQTT-4.8.2-1]; "$share" alone has no ShareName at all.
+        raise ProtocolError(
+            ptype, "shared subscription has no ShareName",
+            offset=start + min(len(filter), _SHARE_NAME_START),
+            rule=rule("shared_share_name", 5),
+        )
+    # "The ShareName MUST NOT contain the characters '/', '+' or '#', but MUST be followed
+    # by a '/' character. This '/' character MUST be followed by a Topic Filter"
+    # [MQTT-4.8.2-2].  (A '/' cannot be inside it: the first '/' ends it.)
+    plus, hash_ = share.find("+"), share.find("#")
+    if plus >= 0 or hash_ >= 0:
+        first = min(i for i in (plus, hash_) if i >= 0)
+        raise ProtocolError(
+            ptype, f"ShareName contains {share[first]!r}",
+            offset=start + _byte_offset(filter, _SHARE_NAME_START + first),
+            rule=rule("shared_share_name_chars", 5),
+        )
+    if end < 0 or end == len(filter) - 1:
+        raise ProtocolError(
+            ptype, "ShareName is not followed by '/' and a topic filter",
+            offset=start + _byte_offset(filter, len(filter)),
+            rule=rule("shared_share_name_chars", 5),
+        )
+    return share, filter[end + 1 :]
+
+
+def parse_shared(filter: str) -> tuple[str, str] | None:
+    """Split a Shared Subscription's filter ``$share/{ShareName}/{filter}``.
+
+    Returns ``(share_name, inner_filter)``, or None when the first level of ``filter`` is
+    not ``$share`` (an ordinary filter).  Only the shared form is checked here; the inner
+    filter's own rules are :func:`validate_topic_filter`'s.
+
+    Raises:
+        TypeError: ``filter`` is not a str.
+        ProtocolError: the ShareName is missing or empty [MQTT-4.8.2-1], holds ``+`` or
+            ``#``, or is not followed by ``/`` and a non-empty filter [MQTT-4.8.2-2];
+            packet type "SUBSCRIBE", ``offset`` in bytes within ``filter``.
+    """
+    _require_str(filter, "topic filter")
+    if not _is_shared(filter):
+        return None
+    return _split_shared(filter, "SUBSCRIBE", 0)
+
+
+# ---------------------------------------------------------------------------------------
+# Matching
+
+
+def topic_matches(filter: str, name: str) -> bool:
+    """Whether the Topic Filter ``filter`` matches the Topic Name ``name``.
+
+    ``+`` matches exactly one level (an empty one too: ``a/+`` matches ``a/``), ``#``
+    matches its parent level and any number of levels below (``a/#`` matches ``a``,
+    ``a/b`` and ``a/b/c``).  A filter starting with ``+`` or ``#`` does not match a name
+    starting with ``$`` [MQTT-4.7.2-1].  A Shared Subscription ``$share/{ShareName}/{f}``
+    matches what its inner filter ``f`` matches; a malformed one (see
+    :func:`parse_shared`) matches nothing.
+
+    Neither argument is validated (call :func:`validate_topic_filter` and
+    :func:`validate_topic_name` for that); for any strings the result is the level by
+    level comparison above, where only whole ``+`` and ``#`` levels are wildcards and a
+    ``#`` level matches everything from its position on.
+
+    Raises:
+        TypeError: an argument is not a str.
+    """
+    _require_str(filter, "topic filter")
+    _require_str(name, "topic name")
+    if _is_shared(filter):
+        try:
+            filter = _split_shared(filter, "SUBSCRIBE", 0)[1]
+        except ProtocolError:
+            return False
+    if "+" not in filter and "#" not in filter:
+        return filter == name
+    if name.startswith("$") and filter.startswith(("+", "#")):
+        return False  # [MQTT-4.7.2-1]
+    levels = name.split("/")
+    count = len(levels)
+    filter_levels = filter.split("/")
+    for i, level in enumerate(filter_levels):
+        if level == "#":
+            return True
+        if i == count or (level != "+" and level != levels[i]):
+            return False
+    return len(filter_levels) == count
+
+
+# ---------------------------------------------------------------------------------------
+# The subscription tree
+
+
+class Matches(NamedTuple):
+    """What :meth:`TopicTree.match` found for one topic name.
+
+    Attributes:
+        subscribers: ``{key: value}`` for the ordinary subscriptions: each subscriber once,
+            with the value of its highest-QoS matching subscription.
+        shared: ``{(share_name, inner_filter): {key: value}}``, one entry per matching
+            Shared Subscription group, with all its members; the broker delivers to one
+            member of each group (MQTT 5.0 §4.8.2).
+    """
+
+    subscribers: dict[Any, Any]
+    shared: dict[tuple[str, str], dict[Any, Any]]
+
+
+class _Node:
+    """One level of the tree: children by level text ("+" and "#" are ordinary keys)."""
+
+    __slots__ = ("children", "filter", "qos", "shared", "values")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        # The ordinary subscriptions whose filter ends here: key -> value and key -> QoS,
+        # in two dicts so that match() can copy them whole.  None while there are none.
+        self.values: dict[Any, Any] | None = None
+        self.qos: dict[Any, int] | None = None
+        # The Shared Subscriptions ending here: share name -> {key -> value}, or None.
+        self.shared: dict[str, dict[Any, Any]] | None = None
+        # The (inner) filter that ends here, set once a subscription does.
+        self.filter: str | None = None
+
+
+def _qos_of(value: Any) -> int:
+    qos = value if isinstance(value, int) else getattr(value, "qos", None)
+    if not isinstance(qos, int):
+        raise TypeError(
+            "a TopicTree value must be an int QoS or have an int attribute qos, not "
+            f"{type(value).__name__}"
+        )
+    if not 0 <= qos <= 2:
+        raise ValueError(f"QoS must be 0, 1 or 2, not {qos}")
+    return qos
+
+
+class TopicTree:
+    """A subscription store for brokers: topic filters in a tree of levels, with ``+``
+    and ``#`` children, so that matching a topic name visits only the branches that can
+    match it, however many subscriptions there are.
+
+    Each subscription is a ``(filter, key, value)``: ``key`` names the subscriber
+    (typically its client identifier; any hashable), ``value`` is what the broker wants
+    back (a ``Subscription``, the granted QoS, ...).  The tree reads the subscription's
+    QoS from the value: the value itself when it is an int, else its ``qos`` attribute
+    (so ``mqttwire.Subscription`` objects work as they are).  A subscriber has at most one
+    subscription per filter: inserting again replaces it [MQTT-3.8.4-3].
+
+    Filters whose first level is ``$share`` are Shared Subscriptions (MQTT 5.0 §4.8.2),
+    whatever protocol level the subscriber speaks, as most brokers do; they are matched
+    on their inner filter and reported per group by :meth:`match`.
+
+    Not thread-safe: guard a tree shared between threads with a lock.  (The C twin
+    serialises the calls on one tree on free-threaded builds, so that misuse there cannot
+    crash the process, but that does not make a sequence of calls atomic.)
+    """
+
+    def __init__(self) -> None:
+        self._root = _Node()
+        self._count = 0
+        # key -> the filters it subscribes to, for remove_key() and membership tests
+        self._filters: dict[Any, set[str]] = {}
+
+    def __len__(self) -> int:
+        """The number of subscriptions (each (filter, key) once)."""
+        return self._count
+
+    def __iter__(self) -> Iterator[tuple[str, Any, Any]]:
+        """Every subscription as ``(filter, key, value)``, in no particular order.  The
+        iterator runs over a snapshot, so the tree may change meanwhile."""
+        out: list[tuple[str, Any, Any]] = []
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            filter: str = node.filter  # type: ignore[assignment]
+            if node.values:
+                out.extend([(filter, key, value) for key, value in node.values.items()])
+            if node.shared:
+                for share, members in node.shared.items():
+                    full = f"{_SHARE}/{share}/{filter}"
+                    out.extend([(full, key, value) for key, value in members.items()])
+        return iter(out)
+
+    def insert(self, filter: str, key: Hashable, value: Any) -> bool:
+        """Subscribe ``key`` to ``filter`` with ``value``, replacing the value of an
+        existing subscription of ``key`` to the same filter.
+
+        Returns:
+            True when the subscription is new, False when it replaced one (a broker needs
+            this for Retain Handling 1, MQTT 5.0 §3.8.3.1).
+
+        Raises:
+            TypeError, MalformedPacket, ProtocolError: ``filter`` is not a valid MQTT 5.0
+                topic filter (see :func:`validate_topic_filter`).
+            TypeError, ValueError: no QoS 0..2 can be read from ``value``.
+        """
+        validate_topic_filter(filter, version=5)
+        qos = _qos_of(value)
+        hash(key)  # an unhashable key fails here, before any node is made
+        shared = _split_shared(filter, "SUBSCRIBE", 0) if _is_shared(filter) else None
+        inner = filter if shared is None else shared[1]
+        node = self._root
+        for level in inner.split("/"):
+            child = node.children.get(level)
+            if child is None:
+                child = node.children[level] = _Node()
+            node = child
+        node.filter = inner
+        if shared is None:
+            if node.values is None:
+                node.values, node.qos = {}, {}
+            table = node.values
+            node.qos[key] = qos  # type: ignore[index]
+        else:
+            if node.shared is None:
+                node.shared = {}
+            table = node.shared.setdefault(shared[0], {})
+        added = key not in table
+        table[key] = value
+        if added:
+            self._filters.setdefault(key, set()).add(filter)
+            self._count += 1
+        return added
+
+    def remove(self, filter: str, key: Hashable) -> bool:
+        """Unsubscribe ``key`` from ``filter``.  Nodes left empty are removed.
+
+        Returns:
+            Whether there was such a subscription.
+        """
+        filters = self._filters.get(key)
+        if filters is None or filter not in filters:
+            return False
+        # Only filters that insert() validated get here.
+        shared = _split_shared(filter, "SUBSCRIBE", 0) if _is_shared(filter) else None
+        levels = (filter if shared is None else shared[1]).split("/")
+        path = [self._root]
+        for level in levels:
+            path.append(path[-1].children[level])
+        node = path[-1]
+        if shared is None:
+            assert node.values is not None and node.qos is not None
+            del node.values[key], node.qos[key]
+            if not node.values:
+                node.values = node.qos = None
+        else:
+            assert node.shared is not None
+            members = node.shared[shared[0]]
+            del members[key]
+            if not members:
+                del node.shared[shared[0]]
+                if not node.shared:
+                    node.shared = None
+        # Prune the branch from the leaf up while it holds nothing.
+        for depth in range(len(levels), 0, -1):
+            node = path[depth]
+            if node.children or node.values or node.shared:
+                break
+            del path[depth - 1].children[levels[depth - 1]]
+        filters.discard(filter)
+        if not filters:
+            del self._filters[key]
+        self._count -= 1
+        return True
+
+    def remove_key(self, key: Hashable) -> int:
+        """Remove every subscription of ``key`` (a client whose session ended).
+
+        Returns:
+            How many were removed.
+        """
+        filters = list(self._filters.get(key, ()))
+        for filter in filters:
+            self.remove(filter, key)
+        return len(filters)
+
+    def _collect(self, name: str) -> list[_Node]:
+        """The nodes whose filters match ``name`` (a node may come twice when ``name``
+        itself holds wildcard characters)."""
+        levels = name.split("/")
+        count = len(levels)
+        found: list[_Node] = []
+        stack: list[tuple[_Node, int]] = []
+        # The first level, where [MQTT-4.7.2-1] applies: a filter starting with a wildcard
+        # does not match a topic name starting with '$'.
+        children = self._root.children
+        child = children.get(levels[0])
+        if child is not None:
+            stack.append((child, 1))
+        if not name.startswith("$"):
+            child = children.get("#")
+            if child is not None:
+                found.append(child)
+            child = children.get("+")
+            if child is not None:
+                stack.append((child, 1))
+        while stack:
+            node, depth = stack.pop()
+            children = node.children
+            if children:
+                # '#' matches its parent level too: "sport/#" matches "sport".
+                child = children.get("#")
+                if child is not None:
+                    found.append(child)
+            if depth == count:
+                found.append(node)
+                continue
+            if children:
+                child = children.get(levels[depth])
+                if child is not None:
+                    stack.append((child, depth + 1))
+                child = children.get("+")
+                if child is not None:
+                    stack.append((child, depth + 1))
+        return found
+
+    def match(self, name: str) -> Matches:
+        """The subscriptions matching the topic name ``name``.
+
+        Each ordinary subscriber comes once, with the value of its matching subscription
+        of highest QoS: a message matching overlapping subscriptions is delivered at their
+        maximum QoS (MQTT 3.1.1 [MQTT-3.3.5-1], MQTT 5.0 [MQTT-3.3.4-2]).  Among equal
+        QoS, which value is returned is unspecified.  Shared Subscription groups come
+        separately, each with all its members (see :class:`Matches`); they are not merged
+        with the ordinary subscriptions.  Use :meth:`match_all` to see every matching
+        subscription (for instance to send all Subscription Identifiers, [MQTT-3.3.4-3]).
+
+        ``name`` is not validated (see :func:`validate_topic_name`); the result is what
+        :func:`topic_matches` says for each stored filter.
+        """
+        _require_str(name, "topic name")
+        found = self._collect(name)
+        groups: dict[tuple[str, str], dict[Any, Any]] = {}
+        largest: _Node | None = None
+        size = 0
+        for node in found:
+            if node.values and len(node.values) > size:
+                largest, size = node, len(node.values)
+            if node.shared:
+                for share, members in node.shared.items():
+                    groups[(share, node.filter)] = members.copy()  # type: ignore[index]
+        if largest is None:
+            return Matches({}, groups)
+        # The largest node's subscribers are copied whole, the others merged into them:
+        # the fewest dict operations.
+        values: dict[Any, Any] = largest.values.copy()  # type: ignore[union-attr]
+        best: dict[Any, int] = largest.qos.copy()  # type: ignore[union-attr]
+        for node in found:
+            if node.values and node is not largest:
+                node_values = node.values
+                for key, qos in node.qos.items():  # type: ignore[union-attr]
+                    held = best.get(key)
+                    if held is None or qos > held:
+                        best[key] = qos
+                        values[key] = node_values[key]
+        return Matches(values, groups)
+
+    def match_all(self, name: str) -> list[tuple[str, Any, Any]]:
+        """Every subscription matching ``name``, as ``(filter, key, value)``, without
+        merging a subscriber's overlapping subscriptions; shared ones appear with their
+        full ``$share/...`` filter.  Each subscription comes once, in no particular order.
+        """
+        _require_str(name, "topic name")
+        seen: set[int] = set()
+        out: list[tuple[str, Any, Any]] = []
+        for node in self._collect(name):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            filter: str = node.filter  # type: ignore[assignment]
+            if node.values:
+                out.extend([(filter, key, value) for key, value in node.values.items()])
+            if node.shared:
+                for share, members in node.shared.items():
+                    full = f"{_SHARE}/{share}/{filter}"
+                    out.extend([(full, key, value) for key, value in members.items()])
+        return out
+
+    def _node_count(self) -> int:
+        """How many nodes the tree holds, the root included (for leak tests)."""
+        count, stack = 0, [self._root]
+        while stack:
+            node = stack.pop()
+            count += 1
+            stack.extend(node.children.values())
+        return count
