@@ -12,7 +12,7 @@ fixed header, ``end`` the end of the packet, ``b0`` the (already checked) first 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ._constants import REASON_CODES, V3_CONNACK_CODES, V3_SUBACK_CODES
 from ._constants import PacketType as P
@@ -74,7 +74,7 @@ def check_will_topic(topic: str, start: int | None, name: str, version: int) -> 
 def _check_version(version: object, name: str) -> int:
     if version not in (3, 4, 5):
         raise ValueError(f"{name}: protocol version must be 3, 4 or 5, not {version!r}")
-    return version  # type: ignore[return-value]
+    return version
 
 
 def _no_properties(pkt: Any, name: str, version: int) -> None:
@@ -593,7 +593,7 @@ def encode_auth(pkt: Any, version: int) -> bytes:
 
 
 #: packet type -> decoder, for the types this module handles.
-DECODERS = {
+DECODERS: dict[int, Callable[[Buffer, int, int, int, int, Any], Any]] = {
     P.CONNECT: decode_connect,
     P.CONNACK: decode_connack,
     P.SUBSCRIBE: decode_subscribe,

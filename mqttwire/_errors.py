@@ -74,7 +74,7 @@ class MQTTWireError(ValueError):
         return (_rebuild, (type(self), self.packet_type, self.what, kwargs))
 
 
-def _rebuild(cls: type[MQTTWireError], packet_type: str, what: str, kwargs: dict) -> Any:
+def _rebuild(cls: type[MQTTWireError], packet_type: str, what: str, kwargs: dict[str, Any]) -> Any:
     return cls(packet_type, what, **kwargs)
 
 

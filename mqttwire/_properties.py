@@ -226,6 +226,7 @@ def decode_properties(
                 pname, f"property 0x{pid:02X} ({field}) is not allowed in {where}",
                 offset=start, rule=rule("property_identifier", version),
             )
+        value: Any
         if kind == UTF8:
             value, pos = read_utf8(data, pos, block_end, pname, field, version)
         elif kind == U32:

@@ -67,7 +67,7 @@ Packet = Union[
 def _check_version(version: object) -> int:
     if version != 5 and version != 4 and version != 3:
         raise ValueError(f"protocol version must be 3, 4 or 5, not {version!r}")
-    return version  # type: ignore[return-value]
+    return version
 
 
 class _PacketBase:
@@ -322,7 +322,7 @@ class Subscription:
         if not same_kind(self, other):
             return NotImplemented
         o: Any = other
-        return (self.topic_filter == o.topic_filter and self.qos == o.qos
+        return bool(self.topic_filter == o.topic_filter and self.qos == o.qos
                 and self.no_local == o.no_local
                 and self.retain_as_published == o.retain_as_published
                 and self.retain_handling == o.retain_handling)

@@ -324,7 +324,10 @@ def short_repr(value: object) -> str:
     return repr(value)
 
 
-def format_repr(name: str, required: tuple, optional: tuple) -> str:
+def format_repr(
+    name: str, required: tuple[tuple[str, object], ...],
+    optional: tuple[tuple[str, object, object], ...],
+) -> str:
     """``Name(required..., optional=value...)``: optional fields only when they differ
     from their default.  Both implementations use it, so their reprs are identical.
     ``required`` holds (field, value); ``optional`` holds (field, value, default)."""
