@@ -20,5 +20,11 @@ from __future__ import annotations
 from .pipeline import TABLE_NAMES, PipelineOptions, PipelineResult, run_pipeline
 from .session import JavaMissing, find_java
 
-__all__ = ["run_pipeline", "PipelineOptions", "PipelineResult", "TABLE_NAMES", "JavaMissing",
-           "find_java"]
+__all__ = [
+           "TABLE_NAMES",
+           "JavaMissing",
+           "PipelineOptions",
+           "PipelineResult",
+           "find_java",
+           "run_pipeline",
+]

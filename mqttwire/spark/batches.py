@@ -9,10 +9,11 @@ that table's struct column.  Only pyarrow is needed here, not pyspark.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from ..capture import Record
 from .derive import CaptureTables, Row
@@ -96,7 +97,7 @@ def error_batch(capture: str, error: str) -> pa.RecordBatch:
 
 
 def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
-                   payload_limit: int | None = None,
+                   payload_limit: int | None = None, version: int | None = None,
                    stats: FileStats | None = None) -> Iterator[pa.RecordBatch]:
     """Decode the capture in ``f`` and yield :data:`DECODED` batches of all its tables:
     packets as they come, connections and messages as they finish, retained at the end.
@@ -108,7 +109,8 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
     tables = CaptureTables(name)
     packets: list[Row] = []
     add = tables.add
-    for item in iter_capture(f, name, ports=ports, payload_limit=payload_limit):
+    for item in iter_capture(f, name, ports=ports, payload_limit=payload_limit,
+                             version=version):
         add(item)
         if type(item) is Record:
             stats.records += 1

@@ -12,14 +12,17 @@ time is integer nanoseconds since the epoch (the Arrow layer converts them).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..capture import Record
 from .reading import StreamEnd
 
-__all__ = ["CaptureTables", "derive", "REJECTED"]
+__all__ = ["REJECTED", "CaptureTables", "derive"]
 
 Row = dict[str, Any]
+#: A QoS exchange's key: the direction of its PUBLISH and its packet id.
+Key = tuple[str | None, int | None]
 
 #: Reason codes from 0x80 up are failures (MQTT 5.0 §2.4); a PUBACK or PUBREC carrying one
 #: ends the exchange (MQTT 5.0 §4.3.2, §4.3.3).
@@ -31,12 +34,12 @@ _OTHER = {"c2s": "s2c", "s2c": "c2s"}
 class _Conn:
     """What is known of one MQTT connection, and its unfinished QoS exchanges."""
 
-    __slots__ = ("row", "pending", "ended")
+    __slots__ = ("ended", "pending", "row")
 
     def __init__(self, row: Row) -> None:
         self.row = row
         # (direction of the PUBLISH, packet id) -> its messages row
-        self.pending: dict[tuple[str, int], Row] = {}
+        self.pending: dict[Key, Row] = {}
         self.ended: set[str] = set()  # the directions whose TCP stream ended
 
 
@@ -124,7 +127,8 @@ class CaptureTables:
         if conn is None:
             return  # an MQTT stream without a single record (no bytes): nothing to report
         row = conn.row
-        side = "client" if (end.src_ip, end.src_port) == (row["client_ip"], row["client_port"]) else "server"
+        from_client = (end.src_ip, end.src_port) == (row["client_ip"], row["client_port"])
+        side = "client" if from_client else "server"
         if row["tcp_end"] is None:
             # The first end decides how the connection closed.  A RST ends both
             # directions at once, so only a FIN says which side closed.
@@ -181,9 +185,9 @@ class CaptureTables:
 
     def _publish(self, conn: _Conn, rec: Record) -> None:
         qos = rec.qos or 0
-        key = (rec.direction, rec.packet_id)
+        key: Key = (rec.direction, rec.packet_id)
         if qos and rec.dup:
-            earlier = conn.pending.get(key)  # type: ignore[arg-type]
+            earlier = conn.pending.get(key)
             if earlier is not None:
                 # A retransmission of the message in flight under this packet id
                 # [MQTT-3.3.1-1]: the same application message, not a new one.
@@ -203,12 +207,12 @@ class CaptureTables:
         if not qos:
             self.messages.append(message)
         else:
-            replaced = conn.pending.pop(key, None)  # type: ignore[arg-type]
+            replaced = conn.pending.pop(key, None)
             if replaced is not None:
                 # The packet id is reused while its exchange looks unfinished: the capture
                 # missed the end of that exchange (or the sender broke [MQTT-2.2.1-3]).
                 self.messages.append(replaced)
-            conn.pending[key] = message  # type: ignore[index]
+            conn.pending[key] = message
         if rec.direction == "c2s" and rec.retain and rec.topic is not None:
             self._retain(rec)
 
@@ -217,9 +221,10 @@ class CaptureTables:
         and PUBCOMP answer a PUBLISH of the other direction; PUBREL follows the PUBREC in
         the direction of the PUBLISH."""
         ptype = rec.packet_type
-        publish_dir = rec.direction if ptype == "PUBREL" else _OTHER[rec.direction]  # type: ignore[index]
-        key = (publish_dir, rec.packet_id)
-        message = conn.pending.get(key)  # type: ignore[arg-type]
+        direction: str = rec.direction  # type: ignore[assignment]  # set on packet records
+        publish_dir = direction if ptype == "PUBREL" else _OTHER[direction]
+        key: Key = (publish_dir, rec.packet_id)
+        message = conn.pending.get(key)
         if message is None:
             return  # its PUBLISH is not in the capture (or was already answered)
         qos = message["qos"]
@@ -244,7 +249,7 @@ class CaptureTables:
             message["pubcomp_ts"] = ts
             self._done(conn, key, message, ts, code)
 
-    def _done(self, conn: _Conn, key: tuple[str, int], message: Row, ts: int | None,
+    def _done(self, conn: _Conn, key: Key, message: Row, ts: int | None,
               code: int | None) -> None:
         del conn.pending[key]
         message["ack_reason_code"] = code

@@ -9,8 +9,9 @@ name and gets an error row, while the other inputs are processed.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
@@ -50,8 +51,8 @@ def local_path(uri: str) -> str | None:
 def list_inputs(spark: SparkSession, inputs: Iterable[str]) -> list[CaptureFile]:
     """Expand ``inputs`` (paths, URIs, globs, directories: their files, recursively,
     skipping hidden ones) into capture files, in input order, each file once."""
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    jvm = spark.sparkContext._jvm
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
     Path = jvm.org.apache.hadoop.fs.Path  # type: ignore[union-attr]
     files: list[CaptureFile] = []
     seen: set[str] = set()
@@ -67,12 +68,15 @@ def list_inputs(spark: SparkSession, inputs: Iterable[str]) -> list[CaptureFile]
             path = Path(arg)
             fs = path.getFileSystem(hadoop_conf)
             statuses = fs.globStatus(path)
-        except Exception as exc:  # py4j wraps the Java exception (bad scheme, no access...)
+        # Any Java exception (a bad scheme, no access, ...), raised through py4j: the
+        # input is reported by name and the run goes on.
+        except Exception as exc:  # noqa: BLE001
             files.append(CaptureFile(arg, problem=f"cannot list: {_java_message(exc)}"))
             continue
         if not statuses:
             files.append(CaptureFile(arg, problem="no such file"))
             continue
+        before = len(files)
         for status in statuses:
             if not status.isDirectory():
                 add(status)
@@ -82,6 +86,8 @@ def list_inputs(spark: SparkSession, inputs: Iterable[str]) -> list[CaptureFile]
                 child = found.next()
                 if not child.getPath().getName().startswith((".", "_")):
                     add(child)
+        if len(files) == before:
+            files.append(CaptureFile(arg, problem="no files there"))
     name_captures(files)
     return files
 

@@ -27,20 +27,25 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .inputs import CaptureFile, list_inputs, local_path
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["PipelineOptions", "PipelineResult", "run_pipeline", "TABLE_NAMES"]
+__all__ = ["TABLE_NAMES", "PipelineOptions", "PipelineResult", "run_pipeline"]
 
 #: The tables written, in order (each to OUT/<name>).
 TABLE_NAMES = ("packets", "connections", "messages", "retained", "errors")
+
+#: What mapInArrow runs: Arrow batches in, Arrow batches out.
+ArrowMap = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
 
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
 BINARY_FILE_LIMIT = (1 << 31) - 1
@@ -52,9 +57,10 @@ class PipelineOptions:
 
     inputs: Sequence[str]
     out: str
-    master: str = "local[*]"
+    master: str | None = None  # None: spark-submit's, else local[*]
     ports: Sequence[int] = (1883,)
     payload_limit: int | None = None
+    version: int | None = None  # the level to assume where a CONNECT is missing
     reader: str = "auto"  # auto, stream, binaryfile
     progress_interval: float = 5.0
     summary_dir: str | None = None  # default: OUT when local, else the current directory
@@ -74,6 +80,14 @@ class PipelineResult:
     summary_text: str
     counts: dict[str, int] = field(default_factory=dict)  # rows per table
     bad_captures: list[str] = field(default_factory=list)  # names, not read to the end
+
+
+class _Decoding(NamedTuple):
+    """How the tasks decode (``read_capture``'s arguments of the same names)."""
+
+    ports: tuple[int, ...]
+    payload_limit: int | None
+    version: int | None
 
 
 class _Counters(NamedTuple):
@@ -99,7 +113,7 @@ class _Progress:
         self.total_bytes = total_bytes
         self.interval = interval
         self.stream = stream or sys.stderr
-        self.start = time.monotonic()
+        self.started = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mqttwire-progress",
                                         daemon=True)
@@ -109,18 +123,17 @@ class _Progress:
         return (f"progress: {c.files.value}/{self.total_files} files, "
                 f"{_mib(c.bytes.value)}/{_mib(self.total_bytes)}, "
                 f"{c.packets.value:,} packets decoded, "
-                f"{_clock(time.monotonic() - self.start)} elapsed")
+                f"{_clock(time.monotonic() - self.started)} elapsed")
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             print(self.line(), file=self.stream, flush=True)
 
-    def __enter__(self) -> _Progress:
+    def start(self) -> None:
         if self.interval > 0:
             self._thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
@@ -140,20 +153,22 @@ def _clock(seconds: float) -> str:
 # Executor side (these closures are pickled into the tasks)
 
 
-def _file_task(name: str, opener: Callable[[], Any], size: int, ports: Sequence[int],
-               payload_limit: int | None, counters: _Counters) -> Iterator[pa.RecordBatch]:
+def _file_task(name: str, opener: Callable[[], Any], size: int, how: _Decoding,
+               counters: _Counters) -> Iterator[pa.RecordBatch]:
     """Decode one capture file; any failure to read it becomes its error row."""
     from .batches import FileStats, decode_capture, error_batch
 
     stats = FileStats()
     try:
         with opener() as f:
-            yield from decode_capture(f, name, ports=ports, payload_limit=payload_limit,
-                                      stats=stats)
+            yield from decode_capture(f, name, ports=how.ports, payload_limit=how.payload_limit,
+                                      version=how.version, stats=stats)
     except OSError as exc:
         stats.errors += 1
         yield error_batch(name, f"cannot read the file: {exc.strerror or exc}")
-    except Exception as exc:  # a decoder bug must not cost the other files their results
+    # A decoder bug must not cost the other files their results: it is reported as this
+    # file's error row, with what to do about it.
+    except Exception as exc:  # noqa: BLE001
         stats.errors += 1
         yield error_batch(name, f"decoding stopped by {type(exc).__name__}: {exc} "
                                 "(an mqttwire bug: please report it with the capture)")
@@ -164,8 +179,7 @@ def _file_task(name: str, opener: Callable[[], Any], size: int, ports: Sequence[
     counters.errors.add(stats.errors)
 
 
-def _stream_task(ports: Sequence[int], payload_limit: int | None,
-                 counters: _Counters) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _stream_task(how: _Decoding, counters: _Counters) -> ArrowMap:
     """mapInArrow function over (name, path, size, problem) rows: open and stream each."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from .batches import error_batch
@@ -177,13 +191,11 @@ def _stream_task(ports: Sequence[int], payload_limit: int | None,
                     counters.errors.add(1)
                     yield error_batch(name, problem)
                     continue
-                yield from _file_task(name, lambda p=path: open(p, "rb"), size, ports,
-                                      payload_limit, counters)
+                yield from _file_task(name, partial(open, path, "rb"), size, how, counters)
     return run
 
 
-def _binary_task(names: dict[str, str], ports: Sequence[int], payload_limit: int | None,
-                 counters: _Counters) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _binary_task(names: dict[str, str], how: _Decoding, counters: _Counters) -> ArrowMap:
     """mapInArrow function over binaryFile's (path, content) rows."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -194,8 +206,8 @@ def _binary_task(names: dict[str, str], ports: Sequence[int], payload_limit: int
             for i, uri in enumerate(paths):
                 content = contents[i].as_buffer()
                 name = names.get(uri) or uri.rsplit("/", 1)[-1]
-                yield from _file_task(name, lambda c=content: pa.BufferReader(c),
-                                      content.size, ports, payload_limit, counters)
+                yield from _file_task(name, partial(pa.BufferReader, content), content.size,
+                                      how, counters)
     return run
 
 
@@ -234,7 +246,7 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], options: PipelineOpt
     from .schema import DECODED
 
     schema = from_arrow_schema(DECODED)
-    ports = tuple(options.ports)
+    how = _Decoding(tuple(options.ports), options.payload_limit, options.version)
     stream, binary = _plan(files, options.reader)
     parts: list[DataFrame] = []
     if stream:
@@ -246,7 +258,7 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], options: PipelineOpt
         listing = spark.createDataFrame(
             rdd, "name string, path string, size long, problem string")
         parts.append(listing.mapInArrow(
-            _stream_task(ports, options.payload_limit, counters), schema))
+            _stream_task(how, counters), schema))
     if binary:
         # One file per partition: with the open cost as large as a whole partition,
         # Spark's file packing never puts a second file next to the first.
@@ -255,7 +267,7 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], options: PipelineOpt
         names = {f.uri: f.name for f in binary}
         raw = spark.read.format("binaryFile").load([f.uri for f in binary])
         parts.append(raw.select("path", "content").mapInArrow(
-            _binary_task(names, ports, options.payload_limit, counters), schema))
+            _binary_task(names, how, counters), schema))
     decoded = parts[0]
     for part in parts[1:]:
         decoded = decoded.unionByName(part)
@@ -282,12 +294,12 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     from pyspark import StorageLevel
 
     from .report import write_summary
-    from .session import make_session
+    from .session import default_master, make_session
 
     out = out or sys.stdout
     own_session = spark is None
     if spark is None:
-        spark = make_session(options.master)
+        spark = make_session(options.master or default_master())
     started = time.monotonic()
     try:
         files = list_inputs(spark, options.inputs)
@@ -304,13 +316,20 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         try:
             tables = _tables(decoded)
             target = options.out.rstrip("/")
-            with progress:  # the first write runs the decoding
+            progress.start()
+            try:  # the first write runs the decoding
                 (tables["packets"].write.mode("overwrite").partitionBy("capture")
                  .parquet(f"{target}/packets"))
+            finally:
+                progress.stop()
             for name in TABLE_NAMES[1:]:
                 tables[name].write.mode("overwrite").parquet(f"{target}/{name}")
             summary_dir = options.summary_dir or local_path(target) or "."
-            report = write_summary(tables, summary_dir, options=options, files=files)
+            counts = {r["table"]: r["count"]
+                      for r in decoded.groupBy("table").count().collect()}
+            counts = {name: counts.get(name, 0)
+                      for name in ("packets", "connections", "messages", "retained")}
+            report = write_summary(tables, counts, summary_dir, options=options, files=files)
             counts = report.counts
             bad = report.bad_captures
         finally:
@@ -318,14 +337,14 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         elapsed = time.monotonic() - started
         print(report.text, file=out)
         c = progress.counters
-        print(f"done: {len(files)} files ({len(report.bad_captures)} unreadable or "
-              f"corrupt), {_mib(total)}, "
-              f"{c.packets.value:,} packets, {c.errors.value:,} error/gap "
-              f"records, {counts.get('connections', 0):,} connections, "
+        print(f"done: {len(files)} files ({len(bad)} unreadable or corrupt), {_mib(total)}, "
+              f"{c.packets.value:,} packets, {c.errors.value:,} error/gap records, "
+              f"{counts.get('connections', 0):,} connections, "
               f"{counts.get('messages', 0):,} messages, in {elapsed:.1f} s; "
               f"tables in {target}/, summary in {report.path}", file=out)
-        return PipelineResult(files, c.records.value, c.packets.value, c.errors.value, elapsed, report.path,
-                              report.chart_path, report.text, counts, bad)
+        return PipelineResult(files, c.records.value, c.packets.value, c.errors.value,
+                              elapsed, report.path, report.chart_path, report.text, counts,
+                              bad)
     finally:
         if own_session:
             spark.stop()

@@ -9,10 +9,19 @@ yields those as :class:`StreamEnd` items between the records, in capture order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from types import ModuleType
-from typing import BinaryIO, Iterable, Iterator, NamedTuple, Union
+from typing import BinaryIO, NamedTuple, cast
 
-from ..capture import CaptureFormatError, MqttStreams, Record, TcpSegment, iter_frames, parse_frame
+from ..capture import (
+    CaptureFormatError,
+    IPFragment,
+    MqttStreams,
+    Record,
+    TcpSegment,
+    iter_frames,
+    parse_frame,
+)
 from ..capture.records import ip_text
 from ..capture.tcp import TcpStream
 
@@ -36,7 +45,7 @@ class StreamEnd(NamedTuple):
     reason: str
 
 
-Item = Union[Record, StreamEnd]
+Item = Record | StreamEnd
 
 
 class _EndNotingStreams(MqttStreams):
@@ -46,22 +55,28 @@ class _EndNotingStreams(MqttStreams):
         super().on_end(stream, ts, reason)
         if stream.user is not None:  # an MQTT direction (not a sniffed or ignored one)
             conn_id = f"{self.capture}#{stream.conn.index}"
-            self.out.append(StreamEnd(conn_id, ip_text(stream.src), stream.sport, ts, reason))
+            # Into the records' list, so that the end keeps its place among them.
+            end = StreamEnd(conn_id, ip_text(stream.src), stream.sport, ts, reason)
+            self.out.append(end)  # type: ignore[arg-type]
 
 
 def iter_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
-                 payload_limit: int | None = None,
+                 payload_limit: int | None = None, version: int | None = None,
                  codec: ModuleType | None = None) -> Iterator[Item]:
     """Yield the records of the capture in ``f`` (as ``read_capture`` does) and, between
     them, a :class:`StreamEnd` for each direction of an MQTT connection as it ends.
+    ``ports``, ``payload_limit`` and ``version`` are those of ``read_capture``.
 
     A corrupt or truncated file does not raise: what was decoded is yielded, the open
     streams are ended ("eof"), and a last record of kind "capture_error" says what is
     wrong.
     """
     if codec is None:
-        from .._impl import impl as codec
-    handler = _EndNotingStreams(name, ports=ports, codec=codec, payload_limit=payload_limit)
+        from .._impl import impl
+
+        codec = impl
+    handler = _EndNotingStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
+                                version=version)
     add = handler.reassembler.add
     out = handler.out
     ts = 0
@@ -75,11 +90,7 @@ def iter_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
             if type(seg) is TcpSegment:
                 add(ts, seg)
             else:
-                out.append(Record(
-                    "fragment", name, ts, index, src_ip=ip_text(seg.src), src_port=seg.sport,
-                    dst_ip=ip_text(seg.dst), dst_port=seg.dport, length=seg.length,
-                    error=(f"IP fragment (protocol {seg.protocol}, id 0x{seg.ident:x}, "
-                           f"offset {seg.offset}): not reassembled")))
+                out.append(_fragment_record(name, index, ts, cast(IPFragment, seg)))
             if out:
                 yield from out
                 out.clear()
@@ -90,3 +101,12 @@ def iter_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
     out.clear()
     if failure is not None:
         yield Record("capture_error", name, ts, error=str(failure), error_offset=failure.offset)
+
+
+def _fragment_record(name: str, index: int, ts: int, frag: IPFragment) -> Record:
+    """The record of an IP fragment, as ``read_capture`` makes it."""
+    return Record(
+        "fragment", name, ts, index, src_ip=ip_text(frag.src), src_port=frag.sport,
+        dst_ip=ip_text(frag.dst), dst_port=frag.dport, length=frag.length,
+        error=(f"IP fragment (protocol {frag.protocol}, id 0x{frag.ident:x}, offset "
+               f"{frag.offset}{', more follow' if frag.more else ''}): not reassembled"))

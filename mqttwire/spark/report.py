@@ -8,15 +8,16 @@ the driver, never rows by the million.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from .inputs import CaptureFile
 
-__all__ = ["Report", "write_summary", "markdown_table", "rate_buckets"]
+__all__ = ["Report", "markdown_table", "rate_buckets", "write_summary"]
 
 TOP = 10  # rows in the "top" and "first" lists
 CHART_BUCKETS = 100  # bars of the message-rate chart, at most
@@ -51,31 +52,37 @@ def rate_buckets(first_us: int, last_us: int, buckets: int = CHART_BUCKETS) -> i
     return max(-(-span // buckets), 1)
 
 
-def write_summary(tables: dict[str, DataFrame], directory: str, *, options: Any,
-                  files: list[CaptureFile]) -> Report:
-    """Compute the summary from ``tables``, write ``directory``/summary.md and
-    message_rate.png, and return it."""
+def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], directory: str, *,
+                  options: Any, files: list[CaptureFile]) -> Report:
+    """Compute the summary from ``tables`` (``counts``: their row counts, except
+    ``errors``), write ``directory``/summary.md and message_rate.png, and return it.
+    Each figure below is one small Spark job."""
     from pyspark.sql import functions as F
 
     os.makedirs(directory, exist_ok=True)
-    counts = {name: df.count() for name, df in tables.items()}
-    packets = tables["packets"].where(F.col("kind") == "packet")
     messages = tables["messages"]
     errors = tables["errors"]
-    parts = ["# mqttwire pipeline summary", ""]
 
+    # Packets by kind, type and protocol level; the error kinds come with them.
+    overview = (tables["packets"].groupBy("kind", "packet_type", "protocol_version")
+                .count().collect())
+    by_kind: dict[str, int] = {}
+    grid: dict[str, dict[Any, int]] = {}
+    for r in overview:
+        if r["kind"] == "packet":
+            grid.setdefault(r["packet_type"], {})[r["protocol_version"]] = r["count"]
+        else:
+            by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + r["count"]
+    counts = dict(counts, errors=sum(by_kind.values()))
+
+    parts = ["# mqttwire pipeline summary", ""]
     parts += [f"Inputs: {len(files)} capture file(s); output: `{options.out}`.", ""]
     parts += [markdown_table(["table", "rows"], sorted(counts.items(), key=_table_order)), ""]
 
-    # Packets by type and protocol level.
-    by_type = packets.groupBy("packet_type", "protocol_version").count().collect()
-    levels = sorted({r["protocol_version"] for r in by_type if r["protocol_version"] is not None})
-    grid: dict[str, dict[Any, int]] = {}
-    for r in by_type:
-        grid.setdefault(r["packet_type"], {})[r["protocol_version"]] = r["count"]
+    levels = sorted({v for row in grid.values() for v in row if v is not None})
     names = {3: "3.1", 4: "3.1.1", 5: "5.0"}
     rows = [[ptype] + [grid[ptype].get(v, 0) for v in levels] + [sum(grid[ptype].values())]
-            for ptype in sorted(grid, key=lambda t: -sum(grid[t].values()))]
+            for ptype in sorted(grid, key=lambda t: (-sum(grid[t].values()), t))]
     parts += ["## Packets by type and protocol version", "",
               markdown_table(["packet type"] + [f"MQTT {names.get(v, v)}" for v in levels]
                              + ["total"], rows), ""]
@@ -93,21 +100,23 @@ def write_summary(tables: dict[str, DataFrame], directory: str, *, options: Any,
                              [[r["topic"], r["messages"], r["published"], r["delivered"],
                                r["payload_bytes"]] for r in top]), ""]
 
-    # QoS exchanges.
-    qos = (messages.where(F.col("qos") > 0).groupBy("qos", "status")
+    # QoS exchanges (and the time span of the messages, for the chart).
+    qos = (messages.groupBy("qos", "status")
            .agg(F.count(F.lit(1)).alias("n"),
                 F.percentile_approx("latency_ms", 0.5).alias("median_ms"),
-                F.max("latency_ms").alias("max_ms"))
+                F.max("latency_ms").alias("max_ms"),
+                F.min(F.unix_micros("ts")).alias("first_us"),
+                F.max(F.unix_micros("ts")).alias("last_us"))
            .orderBy("qos", "status").collect())
     parts += ["## QoS 1 and 2 exchanges", "",
               markdown_table(["QoS", "status", "messages", "median latency (ms)",
                               "max latency (ms)"],
                              [[r["qos"], r["status"], r["n"], _ms(r["median_ms"]),
-                               _ms(r["max_ms"])] for r in qos]), ""]
-    unfinished = messages.where(F.col("status").isin("incomplete", "failed"))
-    n_unfinished = unfinished.count()
+                               _ms(r["max_ms"])] for r in qos if r["qos"]]), ""]
+    n_unfinished = sum(r["n"] for r in qos if r["status"] in ("incomplete", "failed"))
     if n_unfinished:
-        first = (unfinished.orderBy("ts").limit(TOP)
+        first = (messages.where(F.col("status").isin("incomplete", "failed"))
+                 .orderBy("ts", "connection_id").limit(TOP)
                  .select("capture", "connection_id", "client_id", "direction", "topic",
                          "qos", "packet_id", "status", "ack_reason_code", "puback_ts",
                          "pubrec_ts", "pubrel_ts").collect())
@@ -122,16 +131,16 @@ def write_summary(tables: dict[str, DataFrame], directory: str, *, options: Any,
         parts += ["Every QoS 1 and 2 exchange in the captures completed.", ""]
 
     # Errors.
-    bad = sorted(r["capture"] for r in errors.where(F.col("kind") == "capture_error")
-                 .select("capture").distinct().collect())
-    by_kind = errors.groupBy("kind").count().orderBy(F.desc("count")).collect()
     parts += ["## Errors", ""]
+    bad: list[str] = []
     if by_kind:
-        first_errors = (errors.orderBy("capture", "ts_ns").limit(TOP)
-                        .select("capture", "kind", "connection_id", "direction",
-                                "stream_offset", "length", "error").collect())
-        parts += [markdown_table(["kind", "records"], [[r["kind"], r["count"]] for r in by_kind]),
-                  "", f"The first {len(first_errors)}:", "",
+        bad = sorted(r["capture"] for r in errors.where(F.col("kind") == "capture_error")
+                     .select("capture").distinct().collect())
+        first_errors = (errors.orderBy("capture", "ts_ns", "connection_id", "stream_offset")
+                        .limit(TOP).select("capture", "kind", "connection_id", "direction",
+                                           "stream_offset", "length", "error").collect())
+        parts += [markdown_table(["kind", "records"], sorted(by_kind.items())), "",
+                  f"The first {len(first_errors)}:", "",
                   markdown_table(["capture", "kind", "connection", "direction", "stream offset",
                                   "bytes", "what"], [list(r) for r in first_errors]), ""]
     else:
@@ -140,9 +149,14 @@ def write_summary(tables: dict[str, DataFrame], directory: str, *, options: Any,
         parts += ["Captures that could not be read to the end: "
                   + ", ".join(f"`{name}`" for name in bad) + ".", ""]
 
-    chart = _rate_chart(messages, directory)
-    if chart is not None:
-        parts += ["## Message rate", "", f"![PUBLISH packets over time]({os.path.basename(chart)})", ""]
+    spans = [(r["first_us"], r["last_us"]) for r in qos if r["first_us"] is not None]
+    chart = None
+    if spans:
+        first_us = min(lo for lo, _ in spans)
+        last_us = max(hi for _, hi in spans)
+        chart = _rate_chart(messages, directory, first_us, last_us)
+        parts += ["## Message rate", "",
+                  f"![PUBLISH packets over time]({os.path.basename(chart)})", ""]
     text = "\n".join(parts)
     path = os.path.join(directory, "summary.md")
     with open(path, "w", encoding="utf-8") as f:
@@ -150,29 +164,24 @@ def write_summary(tables: dict[str, DataFrame], directory: str, *, options: Any,
     return Report(text, path, chart, counts, bad)
 
 
-def _rate_chart(messages: DataFrame, directory: str) -> str | None:
-    """Plot PUBLISH packets per second over time (published and delivered), or None
-    when there are no messages."""
+def _rate_chart(messages: DataFrame, directory: str, lo: int, hi: int) -> str:
+    """Plot PUBLISH packets per second (published and delivered) between the times
+    ``lo`` and ``hi`` (microseconds); return the PNG's path."""
     from pyspark.sql import functions as F
 
-    bounds = messages.agg(F.min(F.unix_micros("ts")).alias("lo"),
-                          F.max(F.unix_micros("ts")).alias("hi")).first()
-    if bounds is None or bounds["lo"] is None:
-        return None
-    lo, hi = bounds["lo"], bounds["hi"]
     width = rate_buckets(lo, hi)
     bucket = F.floor((F.unix_micros("ts") - F.lit(lo)) / F.lit(width)).alias("bucket")
     counts = messages.groupBy(bucket, "direction").count().collect()
 
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
+    # A bare Figure, not pyplot: no display and no global backend is touched; savefig
+    # renders PNG with Agg.
+    from matplotlib.figure import Figure
 
     n = (hi - lo) // width + 1
     seconds = width / 1e6
     x = [i * seconds for i in range(n)]
-    fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
+    fig = Figure(figsize=(9, 4), dpi=100)
+    ax = fig.subplots()
     for direction, label in (("c2s", "published (client to server)"),
                              ("s2c", "delivered (server to client)")):
         series = [0.0] * n
@@ -186,12 +195,11 @@ def _rate_chart(messages: DataFrame, directory: str) -> str | None:
     ax.legend()
     fig.tight_layout()
     path = os.path.join(directory, "message_rate.png")
-    fig.savefig(path)
-    plt.close(fig)
+    fig.savefig(path, format="png")
     return path
 
 
-def _table_order(item: tuple[str, int]) -> int:
+def _table_order(item: Sequence[Any]) -> int:
     order = ("packets", "connections", "messages", "retained", "errors")
     return order.index(item[0]) if item[0] in order else len(order)
 

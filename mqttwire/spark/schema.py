@@ -8,10 +8,19 @@ packets table also keeps the exact capture time in nanoseconds, ``ts_ns``.
 
 from __future__ import annotations
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
-__all__ = ["PACKETS", "CONNECTIONS", "MESSAGES", "RETAINED", "ERRORS", "TABLES", "DECODED",
-           "TIMESTAMP", "ERROR_KINDS"]
+__all__ = [
+           "CONNECTIONS",
+           "DECODED",
+           "ERRORS",
+           "ERROR_KINDS",
+           "MESSAGES",
+           "PACKETS",
+           "RETAINED",
+           "TABLES",
+           "TIMESTAMP",
+]
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 

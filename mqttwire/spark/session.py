@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["JavaMissing", "find_java", "is_on_this_host", "make_session"]
+__all__ = ["JavaMissing", "default_master", "find_java", "is_on_this_host", "make_session",
+           "under_spark_submit"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -47,18 +48,33 @@ def find_java() -> str:
     return found
 
 
-def is_on_this_host(master: str) -> bool:
+def under_spark_submit() -> bool:
+    """Whether this process was started by spark-submit (which starts the JVM first and
+    tells pyspark its gateway port), so that spark-submit's --master and --conf apply."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def default_master() -> str | None:
+    """The master when none is asked for: spark-submit's (None: leave it to Spark),
+    else ``local[*]``."""
+    return None if under_spark_submit() else "local[*]"
+
+
+def is_on_this_host(master: str | None) -> bool:
     """Whether ``master`` runs its executors on this machine: ``local[...]`` or a
-    standalone master on a loopback address."""
+    standalone master on a loopback address (None, spark-submit's: not known here)."""
+    if master is None:
+        return False
     if master.startswith("local"):
         return True
     host = urlsplit(master).hostname or ""
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def make_session(master: str = "local[*]", *, app_name: str = "mqttwire-pipeline",
+def make_session(master: str | None = "local[*]", *, app_name: str = "mqttwire-pipeline",
                  conf: dict[str, str] | None = None) -> SparkSession:
-    """A SparkSession for the pipeline.
+    """A SparkSession for the pipeline; ``master`` None takes spark-submit's (or Spark's
+    configured) master.
 
     Sets PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON to this interpreter unless already set.
     When ``master`` runs on this host, Spark is kept on loopback and the executors import
@@ -70,8 +86,8 @@ def make_session(master: str = "local[*]", *, app_name: str = "mqttwire-pipeline
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     settings = {
         "spark.sql.session.timeZone": "UTC",
-        # The decoded rows are cached and written as five tables; mapInArrow output batches
-        # are ours, so only the input side needs this (one file row per batch).
+        # mapInArrow's input batches: one file row (a path, or binaryFile's whole content)
+        # per batch, so a task holds one file at a time.  Output batches are ours.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
         "spark.ui.showConsoleProgress": "false",
     }
@@ -91,7 +107,9 @@ def make_session(master: str = "local[*]", *, app_name: str = "mqttwire-pipeline
 
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

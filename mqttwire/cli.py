@@ -1,0 +1,217 @@
+"""The ``mqttwire`` command line (also ``python -m mqttwire``).
+
+Subcommands:
+
+- ``decode HEX [--version N]``: decode one packet given as hex and print it;
+- ``dissect CAPTURE [--port N]``: print the MQTT records of a pcap/pcapng capture;
+- ``pipeline INPUT... --out DIR``: the Spark pipeline (needs the ``spark`` extra and Java);
+- ``bench``: run the benchmark suite.
+
+Only ``pipeline`` needs pyspark, and imports it when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .capture import Record
+
+__all__ = ["build_parser", "main"]
+
+
+def _hex_bytes(text: str) -> bytes:
+    """Hex digits, with any spaces, colons or a leading 0x ignored."""
+    cleaned = "".join(text.split()).replace(":", "")
+    if cleaned[:2].lower() == "0x":
+        cleaned = cleaned[2:]
+    try:
+        return bytes.fromhex(cleaned)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not hex bytes: {text!r}") from None
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {text}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return value
+
+
+ASSUME_HELP = ("the protocol level (3, 4 or 5) of connections whose CONNECT is not in the "
+               "capture; without it their bytes are skipped (as error records) until a "
+               "CONNECT")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mqttwire", description="MQTT 3.1/3.1.1/5.0 wire codec: decode packets, "
+        "dissect captures, run the capture pipeline on Spark.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("decode", help="decode one MQTT packet given in hex",
+                       description="Decode one MQTT control packet and print it.")
+    p.add_argument("hex", nargs="+", type=_hex_bytes, metavar="HEX",
+                   help="the packet's bytes in hex (several arguments are concatenated)")
+    p.add_argument("--version", type=int, choices=(3, 4, 5), default=5,
+                   help="protocol level: 3 (MQTT 3.1), 4 (3.1.1), 5 (5.0, the default); "
+                   "a CONNECT carries its own")
+
+    p = sub.add_parser("dissect", help="print the MQTT records of a capture (no Spark)",
+                       description="Read a pcap or pcapng capture, reassemble TCP, and "
+                       "print one line per MQTT packet, error or gap.")
+    p.add_argument("capture", help="a pcap or pcapng file")
+    p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
+                   help="an MQTT server port (repeatable; default 1883); a connection on "
+                   "another port counts too when it starts with a CONNECT")
+    p.add_argument("--payload-limit", type=_non_negative, metavar="N",
+                   help="also print each PUBLISH payload, cut to N bytes")
+    p.add_argument("--assume-version", type=int, choices=(3, 4, 5), metavar="LEVEL",
+                   help=ASSUME_HELP)
+
+    p = sub.add_parser(
+        "pipeline", help="captures to Parquet tables and a summary, on Spark",
+        description="Decode capture files on Spark (one task per file) and write the "
+        "tables packets, connections, messages, retained and errors as Parquet under "
+        "DIR, then print a summary and write DIR/summary.md with a message-rate chart.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="capture files, directories or globs: local paths or any URI "
+                   "that Spark's Hadoop filesystems read (hdfs://, s3a://, ...)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output directory (local path or URI); its tables are replaced")
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master: local[N], spark://host:7077, yarn, ... (default "
+                   "local[*]; under spark-submit, spark-submit's --master)")
+    p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
+                   help="an MQTT server port (repeatable; default 1883)")
+    p.add_argument("--payload-limit", type=_non_negative, metavar="N",
+                   help="keep PUBLISH payloads cut to N bytes in the tables (default: none)")
+    p.add_argument("--assume-version", type=int, choices=(3, 4, 5), metavar="LEVEL",
+                   help=ASSUME_HELP)
+    p.add_argument("--reader", choices=("auto", "stream", "binaryfile"), default="auto",
+                   help="how tasks read files: stream (open the path, any size; local or "
+                   "shared filesystems), binaryfile (Spark's binaryFile source, any Hadoop "
+                   "URI, files under 2 GiB), auto (stream for local paths, else "
+                   "binaryfile; the default)")
+    p.add_argument("--progress", type=float, default=5.0, metavar="SECONDS",
+                   help="seconds between progress lines (0: none; default 5)")
+    p.add_argument("--summary-dir", metavar="DIR",
+                   help="where summary.md and the chart go (default: --out when it is a "
+                   "local path, else the current directory)")
+
+    sub.add_parser("bench", help="run the benchmarks (pytest-benchmark)",
+                   usage="mqttwire bench [PYTEST-ARGS...]",
+                   description="Run `pytest benchmarks/ --benchmark-only` from the source "
+                   "checkout; any further arguments go to pytest.")
+    return parser
+
+
+def _decode(args: argparse.Namespace) -> int:
+    import mqttwire
+
+    data = b"".join(args.hex)
+    try:
+        packet = mqttwire.decode(data, version=args.version)
+    except mqttwire.MQTTWireError as exc:
+        print(f"mqttwire: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(repr(packet))
+    return 0
+
+
+def _dissect(args: argparse.Namespace) -> int:
+    from .capture import read_capture
+
+    ports = args.ports or [1883]
+    try:
+        for rec in read_capture(args.capture, ports=ports, payload_limit=args.payload_limit,
+                                version=args.assume_version):
+            print(_record_line(rec))
+    except BrokenPipeError:  # `mqttwire dissect x.pcap | head`: the reader has gone
+        # Keep the interpreter's final flush of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:
+        print(f"mqttwire: {args.capture}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _record_line(rec: Record) -> str:
+    """One line for a record: time, connection, direction, stream offset, then the
+    packet or what went wrong."""
+    when = f"{rec.ts / 1e9:.6f}" if rec.ts is not None else "-"
+    where = f"{rec.connection_id or '-'} {rec.direction or '-'} @{rec.stream_offset}"
+    if rec.kind == "packet":
+        extra = f" payload={rec.payload!r}" if rec.payload is not None else ""
+        return f"{when} {where} {rec.packet!r}{extra}"
+    return f"{when} {where} {rec.kind.upper()} len={rec.length}: {rec.error}"
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from .spark import JavaMissing, PipelineOptions, find_java
+
+    try:
+        find_java()
+    except JavaMissing as exc:
+        print(f"mqttwire pipeline: {exc}", file=sys.stderr)
+        return 2
+    # pandas too: pyspark's mapInArrow refuses to run without it.
+    for module in ("pyspark", "pyarrow", "pandas", "matplotlib"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            print(f"mqttwire pipeline: {module} is not installed: install the spark extra, "
+                  "`pip install 'mqttwire[spark]'`", file=sys.stderr)
+            return 2
+    from .spark import run_pipeline
+
+    options = PipelineOptions(
+        inputs=args.inputs, out=args.out, master=args.master, ports=args.ports or (1883,),
+        payload_limit=args.payload_limit, version=args.assume_version, reader=args.reader,
+        progress_interval=args.progress, summary_dir=args.summary_dir)
+    run_pipeline(options)
+    return 0
+
+
+def _bench(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    benchmarks = os.path.join(root, "benchmarks")
+    if not os.path.isdir(benchmarks):
+        print("mqttwire bench: the benchmarks are not installed with the package: from a "
+              "source checkout, run `pip install -e '.[bench]'` then `mqttwire bench` (or "
+              "`pytest benchmarks/ --benchmark-only`)", file=sys.stderr)
+        return 2
+    command = [sys.executable, "-m", "pytest", benchmarks, "--benchmark-only", *pytest_args]
+    print("running: " + " ".join(command), file=sys.stderr)
+    return subprocess.call(command, cwd=root)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    # Only bench takes arguments of its own (pytest's), which argparse cannot declare.
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "bench":
+        return _bench(args, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    handlers = {"decode": _decode, "dissect": _dissect, "pipeline": _pipeline}
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

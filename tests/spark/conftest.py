@@ -1,0 +1,88 @@
+"""Fixtures of the pipeline tests: the synthetic captures, and one local Spark run of the
+pipeline over them (shared by every test that reads its tables, to keep Spark time down).
+
+Tests marked ``spark`` are skipped, with the reason, only when there is no Java.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_scenarios import Written, capture_a, capture_b, capture_c
+
+NOT_A_CAPTURE = b"These are notes, not a capture.\n" * 4
+
+
+@dataclass
+class Captures:
+    """The inputs of a run: three captures, a file that is no capture, and a path that
+    does not exist."""
+
+    a: Written
+    b: Written
+    c: Written
+    notes: Path
+    missing: Path
+
+    @property
+    def inputs(self) -> list[str]:
+        return [str(self.a.path), str(self.b.path), str(self.c.path), str(self.notes),
+                str(self.missing)]
+
+
+@pytest.fixture(scope="session")
+def captures(tmp_path_factory: pytest.TempPathFactory) -> Captures:
+    root = tmp_path_factory.mktemp("captures")
+    notes = root / "notes.txt"
+    notes.write_bytes(NOT_A_CAPTURE)
+    return Captures(capture_a(root / "a.pcapng"), capture_b(root / "b.pcap"),
+                    capture_c(root / "c.pcapng"), notes, root / "missing.pcap")
+
+
+@pytest.fixture(autouse=True)
+def _needs_java(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("spark") is None:
+        return
+    from mqttwire.spark import JavaMissing, find_java
+
+    try:
+        find_java()
+    except JavaMissing as exc:
+        pytest.skip(f"Spark needs Java: {exc}")
+
+
+@dataclass
+class LocalRun:
+    """The local pipeline's output directories and results, per reader."""
+
+    out: dict[str, Path]
+    results: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRun]:
+    """The pipeline run on local[2] over ``captures``, once with each reader (one Spark
+    session for both; stopped before any other Spark starts)."""
+    from mqttwire.spark import JavaMissing, PipelineOptions, find_java, run_pipeline
+    from mqttwire.spark.session import make_session
+
+    try:
+        find_java()
+    except JavaMissing as exc:
+        pytest.skip(f"Spark needs Java: {exc}")
+    spark = make_session("local[2]")
+    run = LocalRun({}, {})
+    try:
+        for reader in ("stream", "binaryfile"):
+            out = tmp_path_factory.mktemp(f"out-{reader}")
+            options = PipelineOptions(captures.inputs, str(out), master="local[2]",
+                                      payload_limit=4, reader=reader, progress_interval=0)
+            run.results[reader] = run_pipeline(options, spark=spark)
+            run.out[reader] = out
+    finally:
+        spark.stop()
+    yield run

@@ -1,0 +1,111 @@
+"""The ``mqttwire`` command line: decode, dissect, pipeline's checks before Spark, bench,
+and ``python -m mqttwire``.  None of these start Spark."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from spark_scenarios import CLIENT, Step, capture_b, flow, write_capture
+
+import mqttwire._pure as mw
+from mqttwire.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_decode_prints_the_packet(capsys: pytest.CaptureFixture[str]) -> None:
+    # PUBLISH QoS 0 at level 4: 0x30, Remaining Length 12 = 2+5 topic "a/b/c" + 5 "hello".
+    assert main(["decode", "30 0c 0005 612f622f63 68656c6c6f", "--version", "4"]) == 0
+    assert capsys.readouterr().out.strip() == "Publish(topic='a/b/c', payload=b'hello')"
+
+
+def test_decode_reports_malformed_bytes(capsys: pytest.CaptureFixture[str]) -> None:
+    # 0x36: PUBLISH with both QoS bits set, forbidden by [MQTT-3.3.1-4].
+    assert main(["decode", "3603000178"]) == 1
+    err = capsys.readouterr().err
+    assert "MalformedPacket" in err and "MQTT-3.3.1-4" in err
+
+
+def test_decode_rejects_non_hex() -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["decode", "zz"])
+    assert exc.value.code == 2
+
+
+def test_dissect_prints_one_line_per_record(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    written = capture_b(tmp_path / "b.pcap")
+    assert main(["dissect", str(written.path), "--payload-limit", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # CONNECT, CONNACK, PUBLISH g/x, then the malformed PUBLISH as an error record.
+    assert len(lines) == 4
+    assert "Connect(client_id='gamma'" in lines[0] and " c2s @0 " in lines[0]
+    assert "ConnAck(" in lines[1] and " s2c @0 " in lines[1]
+    assert "Publish(topic='g/x'" in lines[2] and "payload=b'1'" in lines[2]
+    assert " ERROR " in lines[3] and "MQTT-3.3.1-4" in lines[3] and "@27" in lines[3]
+
+
+def test_dissect_assume_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The capture starts in the middle of the connection: no handshake, no CONNECT.
+    written = write_capture(tmp_path / "mid.pcapng", {"mid": (flow(50010), 4)},
+                            [Step("mid", CLIENT, mw.Publish("m/x", b"1"))],
+                            mid_stream=frozenset({"mid"}))
+    assert main(["dissect", str(written.path)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert " ERROR " in line and "skipped" in line  # the level is unknown: not decoded
+    assert main(["dissect", str(written.path), "--assume-version", "4"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "Publish(topic='m/x', payload=b'1')" in line
+
+
+def test_dissect_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["dissect", str(tmp_path / "nope.pcap")]) == 1
+    assert "nope.pcap" in capsys.readouterr().err
+
+
+def test_pipeline_without_java_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "JAVA_HOME" in err and "Java 17" in err
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path / "out")]) == 2
+    assert "Java was not found" in capsys.readouterr().err
+
+
+def test_pipeline_without_the_spark_extra_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
+    monkeypatch.setitem(sys.modules, "pandas", None)  # makes `import pandas` fail
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path / "out")]) == 2
+    assert "pandas is not installed" in capsys.readouterr().err
+
+
+def test_pipeline_needs_out() -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["pipeline", "x.pcap"])
+    assert exc.value.code == 2
+
+
+def test_bench_runs_pytest_benchmarks(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, cwd=None: calls.append(cmd) or 0)
+    assert main(["bench", "-k", "publish"]) == 0
+    (cmd,) = calls
+    assert cmd[:3] == [sys.executable, "-m", "pytest"]
+    assert cmd[3] == str(REPO / "benchmarks") and cmd[4:] == ["--benchmark-only", "-k", "publish"]
+
+
+def test_python_dash_m() -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "mqttwire", "decode", "c000"],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    # 0xC0 0x00: PINGREQ (12 << 4), Remaining Length 0.
+    assert proc.returncode == 0 and proc.stdout.strip() == "PingReq()"

@@ -1,0 +1,116 @@
+"""The pipeline on a standalone Spark cluster: a master and two workers started from the
+pyspark package on 127.0.0.1, driven through the command line with --master; its tables
+must equal the local run's."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from spark_scenarios import read_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+HOST = "127.0.0.1"
+REPO = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT = 90.0  # seconds for the master and both workers to be up
+RUN_TIMEOUT = 300.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _spark_class(*args: str, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    import pyspark
+
+    spark_home = os.path.dirname(pyspark.__file__)
+    with open(log, "wb") as out:
+        # A new session (process group), so that the JVM that spark-class execs, and
+        # anything it starts, is stopped with the group.
+        return subprocess.Popen([os.path.join(spark_home, "bin", "spark-class"), *args],
+                                stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{ui_port}/json/", timeout=2) as resp:
+            return int(json.load(resp).get("aliveworkers", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A standalone master and two 1-core workers on 127.0.0.1; yields the master URL."""
+    from mqttwire.spark import find_java
+
+    find_java()  # the autouse fixture has skipped already if there is none
+    logs = tmp_path_factory.mktemp("cluster")
+    env = dict(os.environ, SPARK_LOCAL_IP=HOST, PYSPARK_PYTHON=sys.executable)
+    port, ui = free_port(), free_port()
+    url = f"spark://{HOST}:{port}"
+    procs = [_spark_class("org.apache.spark.deploy.master.Master", "--host", HOST,
+                          "--port", str(port), "--webui-port", str(ui),
+                          log=logs / "master.log", env=env)]
+    try:
+        for i in (1, 2):
+            work = logs / f"worker{i}"
+            work.mkdir()
+            procs.append(_spark_class(
+                "org.apache.spark.deploy.worker.Worker", url, "--host", HOST, "--cores", "1",
+                "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work),
+                log=logs / f"worker{i}.log", env=env))
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while _alive_workers(ui) < 2:
+            for proc in procs:
+                assert proc.poll() is None, f"a Spark daemon exited; see the logs in {logs}"
+            assert time.monotonic() < deadline, f"the cluster did not start; logs in {logs}"
+            time.sleep(0.5)
+        yield url
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+def test_cluster_tables_equal_local(cluster: str, captures, local_run,
+                                    tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mqttwire", "pipeline", *captures.inputs, "--out", str(out),
+         "--master", cluster, "--payload-limit", "4", "--progress", "2"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_TIMEOUT,
+        check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # The last line gives the totals; the bad inputs are named on stderr.
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("done: 5 files (3 unreadable or corrupt)"), last
+    assert "missing.pcap: no such file" in proc.stderr
+    for table in ("packets", "connections", "messages", "retained", "errors"):
+        assert read_rows(out, table) == read_rows(local_run.out["stream"], table), table

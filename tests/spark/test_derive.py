@@ -1,0 +1,207 @@
+"""The derived tables of one capture (mqttwire.spark.derive), without Spark: from the
+synthetic capture A through the capture layer (with each codec), and from hand-made
+records for the edge cases of the QoS exchanges and the retained-message rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from spark_scenarios import capture_a
+
+from mqttwire.capture import Record
+from mqttwire.spark.derive import CaptureTables, derive
+from mqttwire.spark.reading import StreamEnd, iter_capture
+
+CLIENT = ("10.0.0.1", 50001)
+SERVER = ("10.0.0.2", 1883)
+
+
+def rec(packet_type: str | None, direction: str = "c2s", ts: int = 0, kind: str = "packet",
+        **fields: Any) -> Record:
+    """A record of connection cap#1 between CLIENT and SERVER."""
+    src, dst = (CLIENT, SERVER) if direction == "c2s" else (SERVER, CLIENT)
+    fields.setdefault("length", 2)
+    return Record(kind, "cap", ts, connection_id="cap#1", direction=direction,
+                  src_ip=src[0], src_port=src[1], dst_ip=dst[0], dst_port=dst[1],
+                  protocol_version=5, packet_type=packet_type, **fields)
+
+
+def publish(direction: str = "c2s", ts: int = 0, *, topic: str = "t", qos: int = 0,
+            packet_id: int | None = None, retain: bool = False, dup: bool = False,
+            size: int = 1) -> Record:
+    return rec("PUBLISH", direction, ts, topic=topic, qos=qos, packet_id=packet_id,
+               retain=retain, dup=dup, payload_length=size)
+
+
+def ack(packet_type: str, direction: str, ts: int, packet_id: int, code: int = 0) -> Record:
+    return rec(packet_type, direction, ts, packet_id=packet_id, reason_code=code)
+
+
+def run(*items: Record | StreamEnd) -> tuple[list[dict], list[dict], list[dict]]:
+    return derive(items, "cap")
+
+
+# ---------------------------------------------------------------------------------------
+# Through the capture layer
+
+
+def test_capture_a(tmp_path: Path, codec: ModuleType) -> None:
+    written = capture_a(tmp_path / "a.pcapng")
+    with open(written.path, "rb") as f:
+        items = list(iter_capture(f, "a.pcapng", codec=codec))
+    connections, messages, retained = derive(items, "a.pcapng")
+    t = written.times
+    by_client = {c["client_id"]: c for c in connections}
+    assert by_client["alpha"]["close_reason"] == "disconnect"
+    assert by_client["alpha"]["tcp_end"] == "fin"
+    assert by_client["alpha"]["tcp_closed_by"] == "client"
+    assert by_client["beta"]["close_reason"] == "rst"
+    assert by_client["beta"]["close_ts"] == t["beta rst"]
+    statuses = sorted((m["topic"], m["direction"], m["status"] or "-") for m in messages)
+    assert statuses == [
+        ("t/a", "c2s", "-"), ("t/a", "c2s", "-"), ("t/b", "c2s", "complete"),
+        ("t/b", "s2c", "complete"), ("t/c", "c2s", "complete"), ("t/d", "c2s", "incomplete"),
+        ("t/e", "c2s", "failed"), ("t/r", "c2s", "complete"), ("t/r", "c2s", "complete"),
+        ("t/r", "s2c", "-"),
+    ]
+    t_c = next(m for m in messages if m["topic"] == "t/c")
+    assert (t_c["pubrec_ts"], t_c["pubrel_ts"], t_c["pubcomp_ts"]) == (
+        t["t/c pubrec"], t["t/c pubrel"], t["t/c pubcomp"])
+    assert t_c["latency_ms"] == (t["t/c pubcomp"] - t["t/c"]) / 1e6
+    assert [(r["topic"], r["client_id"], r["ts"]) for r in retained] == [
+        ("t/r", "beta", t["t/r new"])]
+
+
+# ---------------------------------------------------------------------------------------
+# QoS exchanges
+
+
+def test_qos1_complete_with_latency() -> None:
+    _, messages, _ = run(publish(ts=1_000_000, qos=1, packet_id=7),
+                         ack("PUBACK", "s2c", 3_500_000, 7))
+    (m,) = messages
+    assert (m["status"], m["puback_ts"], m["completed_ts"]) == ("complete", 3_500_000, 3_500_000)
+    assert m["latency_ms"] == 2.5  # (3.5 ms - 1 ms)
+
+
+def test_ack_must_come_from_the_other_side() -> None:
+    # A PUBACK in the PUBLISH's own direction answers nothing (MQTT 3.1.1 §4.3.2: the
+    # receiver acknowledges).
+    _, messages, _ = run(publish(qos=1, packet_id=7), ack("PUBACK", "c2s", 1, 7))
+    assert [m["status"] for m in messages] == ["incomplete"]
+
+
+def test_qos2_needs_every_step_in_order() -> None:
+    # PUBACK does not end a QoS 2 exchange, and PUBCOMP before PUBREL is ignored.
+    _, messages, _ = run(publish(ts=0, qos=2, packet_id=1), ack("PUBACK", "s2c", 1, 1),
+                         ack("PUBCOMP", "s2c", 2, 1), ack("PUBREC", "s2c", 3, 1))
+    (m,) = messages
+    assert (m["status"], m["puback_ts"], m["pubrec_ts"], m["pubcomp_ts"]) == (
+        "incomplete", None, 3, None)
+    _, messages, _ = run(publish(ts=0, qos=2, packet_id=1), ack("PUBREC", "s2c", 1, 1),
+                         ack("PUBREL", "c2s", 2, 1), ack("PUBCOMP", "s2c", 4, 1))
+    (m,) = messages
+    assert (m["status"], m["pubrel_ts"], m["completed_ts"]) == ("complete", 2, 4)
+
+
+def test_rejecting_acks_end_the_exchange_as_failed() -> None:
+    # A v5 PUBACK or PUBREC with a reason code of 0x80 or more ends the flow (MQTT 5.0
+    # §4.3.2, §4.3.3); below 0x80 (0x10 No matching subscribers) it is a success.
+    _, messages, _ = run(publish(qos=1, packet_id=1), ack("PUBACK", "s2c", 1, 1, 0x87),
+                         publish(qos=2, packet_id=2), ack("PUBREC", "s2c", 2, 2, 0x80),
+                         publish(qos=1, packet_id=3), ack("PUBACK", "s2c", 3, 3, 0x10))
+    assert [(m["packet_id"], m["status"], m["ack_reason_code"]) for m in messages] == [
+        (1, "failed", 0x87), (2, "failed", 0x80), (3, "complete", 0x10)]
+
+
+def test_dup_resend_is_the_same_message() -> None:
+    _, messages, _ = run(publish(ts=0, qos=1, packet_id=4),
+                         publish(ts=5, qos=1, packet_id=4, dup=True),
+                         ack("PUBACK", "s2c", 9, 4))
+    (m,) = messages
+    assert (m["retransmissions"], m["ts"], m["latency_ms"]) == (1, 0, 9 / 1e6)
+
+
+def test_packet_id_reused_before_completion() -> None:
+    # A new (not DUP) PUBLISH under a packet id still in flight: the capture missed the
+    # first exchange's end, which is reported incomplete; the new one goes on.
+    _, messages, _ = run(publish(ts=0, topic="first", qos=1, packet_id=4),
+                         publish(ts=1, topic="second", qos=1, packet_id=4),
+                         ack("PUBACK", "s2c", 2, 4))
+    assert [(m["topic"], m["status"]) for m in messages] == [
+        ("first", "incomplete"), ("second", "complete")]
+
+
+def test_both_directions_use_their_own_packet_ids() -> None:
+    # Packet ids of client and server are separate spaces [MQTT-2.2.1-3 / §2.3.1].
+    _, messages, _ = run(publish("c2s", 0, qos=1, packet_id=1),
+                         publish("s2c", 1, qos=1, packet_id=1),
+                         ack("PUBACK", "c2s", 2, 1))
+    assert sorted((m["direction"], m["status"]) for m in messages) == [
+        ("c2s", "incomplete"), ("s2c", "complete")]
+
+
+# ---------------------------------------------------------------------------------------
+# Retained messages (MQTT 3.1.1 §3.3.1.3)
+
+
+def test_retained_replaced_cleared_and_client_only() -> None:
+    *_, retained = run(
+        publish(ts=1, topic="a", retain=True, size=3),
+        publish(ts=2, topic="a", retain=True, size=5),  # replaces [MQTT-3.3.1-5]
+        publish(ts=3, topic="b", retain=True, size=2),
+        publish(ts=4, topic="b", retain=True, size=0),  # clears [MQTT-3.3.1-10]
+        publish(ts=5, topic="c", retain=True, size=0),  # never stored [MQTT-3.3.1-11]
+        publish("s2c", ts=6, topic="d", retain=True, size=4),  # server to client: no
+        publish(ts=7, topic="e", retain=False, size=4),  # not retained
+        publish(ts=8, topic="f", qos=1, packet_id=1, retain=True, size=1),
+    )
+    assert [(r["topic"], r["ts"], r["payload_length"]) for r in retained] == [
+        ("a", 2, 5), ("f", 8, 1)]
+
+
+# ---------------------------------------------------------------------------------------
+# Connections
+
+
+def test_connection_close_by_server_disconnect_then_fin() -> None:
+    connections, _, _ = run(
+        rec("DISCONNECT", "s2c", 10, reason_code=0x8E),  # Session taken over (MQTT 5.0)
+        StreamEnd("cap#1", SERVER[0], SERVER[1], 11, "fin"),
+        StreamEnd("cap#1", CLIENT[0], CLIENT[1], 12, "fin"),
+    )
+    (c,) = connections
+    assert (c["close_reason"], c["disconnect_by"], c["disconnect_reason_code"]) == (
+        "disconnect", "server", 0x8E)
+    assert (c["close_ts"], c["tcp_end"], c["tcp_closed_by"]) == (10, "fin", "server")
+    assert (c["packets_c2s"], c["packets_s2c"], c["bytes_s2c"]) == (0, 1, 2)
+
+
+def test_connection_counts_errors_and_gaps_and_stays_open() -> None:
+    tables = CaptureTables("cap")
+    for item in (publish(ts=1), rec(None, "c2s", 2, kind="gap", length=100),
+                 rec(None, "s2c", 3, kind="error", length=7)):
+        tables.add(item)
+    assert tables.connections == []  # not ended yet
+    tables.finish()
+    (c,) = tables.connections
+    assert (c["gaps"], c["errors"], c["packets_c2s"]) == (1, 1, 1)
+    assert (c["close_reason"], c["close_ts"], c["first_ts"], c["last_ts"]) == ("eof", None, 1, 3)
+
+
+def test_connection_row_is_emitted_when_both_directions_end() -> None:
+    tables = CaptureTables("cap")
+    tables.add(publish(ts=1))
+    tables.add(StreamEnd("cap#1", CLIENT[0], CLIENT[1], 2, "rst"))
+    assert tables.connections == []
+    tables.add(StreamEnd("cap#1", SERVER[0], SERVER[1], 2, "rst"))
+    (c,) = tables.connections
+    assert (c["close_reason"], c["tcp_closed_by"], c["close_ts"]) == ("rst", None, 2)
+
+
+@pytest.mark.parametrize("kind", ["fragment", "capture_error"])
+def test_records_without_a_connection_are_ignored(kind: str) -> None:
+    assert run(Record(kind, "cap", 1, error="x")) == ([], [], [])

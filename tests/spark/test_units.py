@@ -1,0 +1,111 @@
+"""The pipeline's helpers, without Spark: input naming and routing, the summary's
+formatting, and the Arrow rows (those need pyarrow, from the spark extra)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import mqttwire._pure as mw
+from mqttwire.capture import Record
+from mqttwire.spark.inputs import CaptureFile, local_path, name_captures
+from mqttwire.spark.pipeline import BINARY_FILE_LIMIT, _plan
+from mqttwire.spark.report import markdown_table, rate_buckets
+from mqttwire.spark.session import is_on_this_host
+
+
+def test_local_path() -> None:
+    assert local_path("file:/data/a%20b.pcap") == "/data/a b.pcap"
+    assert local_path("/data/a.pcap") == "/data/a.pcap"
+    assert local_path("hdfs://nn:8020/data/a.pcap") is None
+    assert local_path("s3a://bucket/a.pcap") is None
+
+
+def test_capture_names_are_unique() -> None:
+    files = [CaptureFile("file:/x/a.pcap"), CaptureFile("file:/y/a.pcap"),
+             CaptureFile("hdfs://nn/b.pcapng")]
+    name_captures(files)
+    assert [f.name for f in files] == ["file:/x/a.pcap", "file:/y/a.pcap", "b.pcapng"]
+
+
+def test_plan_routes_files_to_readers() -> None:
+    local = CaptureFile("file:/x/a.pcap", 10)
+    remote = CaptureFile("hdfs://nn/b.pcap", 10)
+    huge = CaptureFile("s3a://bkt/c.pcap", BINARY_FILE_LIMIT + 1)
+    missing = CaptureFile("/x/gone.pcap", problem="no such file")
+    stream, binary = _plan([local, remote, huge, missing], "auto")
+    assert (stream, binary) == ([local, huge, missing], [remote])
+    assert huge.problem is not None and "2 GiB" in huge.problem
+
+    local, remote = CaptureFile("file:/x/a.pcap", 10), CaptureFile("hdfs://nn/b.pcap", 10)
+    stream, binary = _plan([local, remote], "binaryfile")
+    assert (stream, binary) == ([], [local, remote])
+
+    local, remote = CaptureFile("file:/x/a.pcap", 10), CaptureFile("hdfs://nn/b.pcap", 10)
+    stream, binary = _plan([local, remote], "stream")
+    assert (stream, binary) == ([local, remote], [])
+    assert local.problem is None and remote.problem is not None
+
+
+@pytest.mark.parametrize(("master", "here"), [
+    ("local[*]", True), ("local[2]", True), ("spark://127.0.0.1:7077", True),
+    ("spark://localhost:7077", True), ("spark://10.1.2.3:7077", False), ("yarn", False),
+    (None, False),
+])
+def test_is_on_this_host(master: str | None, here: bool) -> None:
+    assert is_on_this_host(master) is here
+
+
+def test_markdown_table_escapes() -> None:
+    assert markdown_table(["a", "b"], [["x|y", None], [1, "two\nlines"]]) == (
+        "| a | b |\n|---|---|\n| x\\|y |  |\n| 1 | two lines |")
+
+
+def test_rate_buckets() -> None:
+    # 10 s in microseconds cut into at most 100 buckets: 0.1 s each.
+    assert rate_buckets(0, 10_000_000) == 100_000
+    # 1001 us: ceil(1001 / 100) = 11 us, so 1001 // 11 + 1 = 92 buckets (at most 100).
+    assert rate_buckets(5, 1006) == 11
+    assert rate_buckets(7, 7) == 1  # a single instant
+
+
+# ---------------------------------------------------------------------------------------
+# Arrow rows (pyarrow)
+
+
+@pytest.mark.spark
+def test_properties_json() -> None:
+    from mqttwire.spark.batches import properties_json
+
+    props = mw.Properties(content_type="text/plain", correlation_data=b"\x01\xff",
+                          user_properties=[("k", "v"), ("k", "w")], topic_alias=3)
+    assert json.loads(properties_json(props) or "") == {
+        "content_type": "text/plain", "correlation_data": "01ff",
+        "user_properties": [["k", "v"], ["k", "w"]], "topic_alias": 3}
+    assert properties_json(None) is None
+    assert properties_json(mw.Properties()) is None
+
+
+@pytest.mark.spark
+def test_to_batch_puts_rows_in_their_table_column() -> None:
+    from mqttwire.spark.batches import error_batch, packet_row, to_batch
+    from mqttwire.spark.schema import DECODED
+
+    rec = Record("packet", "cap", 1_700_000_000_123_456_789, 1, connection_id="cap#1",
+                 direction="c2s", packet_type="PINGREQ", flags=0, length=2)
+    batch = to_batch("packets", [packet_row(rec)])
+    assert batch.schema == DECODED and batch.num_rows == 1
+    row = batch.to_pylist()[0]
+    assert row["table"] == "packets"
+    assert row["connections"] is None and row["messages"] is None
+    packet = row["packets"]
+    # ts has microseconds (the 789 ns are cut); ts_ns keeps them.
+    assert packet["ts_ns"] == 1_700_000_000_123_456_789
+    assert packet["ts"].timestamp() == pytest.approx(1_700_000_000.123456, abs=1e-6)
+    assert packet["ts"].microsecond == 123456
+    assert packet["topic_from_alias"] is False
+
+    err = error_batch("x.pcap", "no such file").to_pylist()[0]["packets"]
+    assert (err["capture"], err["kind"], err["error"], err["topic_from_alias"]) == (
+        "x.pcap", "capture_error", "no such file", None)
