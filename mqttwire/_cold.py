@@ -51,11 +51,6 @@ def _end_check(name: str, pos: int, end: int) -> None:
         raise length_mismatch(name, pos, end)
 
 
-def _packet_id(data: Buffer, pos: int, end: int, name: str, version: int) -> int:
-    pid = read_u16(data, pos, end, name, "packet identifier")
-    if pid == 0:
-        raise packet_id_zero_error(name, pos, version)
-    return pid
 
 
 def check_will_topic(topic: str, start: int | None, name: str, version: int) -> None:
@@ -80,6 +75,37 @@ def _check_version(version: object, name: str) -> int:
 def _no_properties(pkt: Any, name: str, version: int) -> None:
     if pkt.properties:
         raise ProtocolError(name, f"properties exist only in MQTT 5.0, not at level {version}")
+
+
+def _packet_id(data: Buffer, pos: int, end: int, name: str, version: int) -> int:
+    pid = read_u16(data, pos, end, name, "packet identifier")
+    if pid == 0:
+        raise packet_id_zero_error(name, pos, version)
+    return pid
+
+
+def _read_head(
+    data: Buffer, pos: int, end: int, ptype: int, name: str, version: int
+) -> tuple[int, Any, int]:
+    """The variable header that SUBSCRIBE, SUBACK, UNSUBSCRIBE and v5 UNSUBACK share: a
+    packet identifier, then (MQTT 5.0) properties: (packet id, properties, position)."""
+    packet_id = _packet_id(data, pos, end, name, version)
+    pos += 2
+    properties = None
+    if version == 5:
+        properties, pos = decode_properties(data, pos, end, ptype, name)
+    return packet_id, properties, pos
+
+
+def _write_head(pkt: Any, ptype: int, name: str, version: int) -> bytearray:
+    """The encoding side of :func:`_read_head`."""
+    _check_version(version, name)
+    head = bytearray(check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big"))
+    if version == 5:
+        head += encode_properties(pkt.properties, ptype, name)
+    else:
+        _no_properties(pkt, name, version)
+    return head
 
 
 # ---------------------------------------------------------------------------------------
@@ -285,11 +311,7 @@ def _read_filter(data: Buffer, pos: int, end: int, name: str, version: int) -> t
 
 def decode_subscribe(data: Buffer, pos: int, end: int, b0: int, version: int, ns: Any) -> Any:
     name = "SUBSCRIBE"
-    packet_id = _packet_id(data, pos, end, name, version)
-    pos += 2
-    properties = None
-    if version == 5:
-        properties, pos = decode_properties(data, pos, end, P.SUBSCRIBE, name)
+    packet_id, properties, pos = _read_head(data, pos, end, P.SUBSCRIBE, name, version)
     subscriptions = []
     while pos < end:
         topic_filter, pos = _read_filter(data, pos, end, name, version)
@@ -332,12 +354,7 @@ def decode_subscribe(data: Buffer, pos: int, end: int, b0: int, version: int, ns
 
 def encode_subscribe(pkt: Any, version: int) -> bytes:
     name = "SUBSCRIBE"
-    _check_version(version, name)
-    body = bytearray(check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big"))
-    if version == 5:
-        body += encode_properties(pkt.properties, P.SUBSCRIBE, name)
-    else:
-        _no_properties(pkt, name, version)
+    body = _write_head(pkt, P.SUBSCRIBE, name, version)
     if not pkt.subscriptions:
         raise ProtocolError(name, "no topic filter", rule=rule("subscribe_no_filter", version))
     for sub in pkt.subscriptions:
@@ -375,11 +392,7 @@ def encode_subscribe(pkt: Any, version: int) -> bytes:
 
 def decode_unsubscribe(data: Buffer, pos: int, end: int, b0: int, version: int, ns: Any) -> Any:
     name = "UNSUBSCRIBE"
-    packet_id = _packet_id(data, pos, end, name, version)
-    pos += 2
-    properties = None
-    if version == 5:
-        properties, pos = decode_properties(data, pos, end, P.UNSUBSCRIBE, name)
+    packet_id, properties, pos = _read_head(data, pos, end, P.UNSUBSCRIBE, name, version)
     filters = []
     while pos < end:
         topic_filter, pos = _read_filter(data, pos, end, name, version)
@@ -393,12 +406,7 @@ def decode_unsubscribe(data: Buffer, pos: int, end: int, b0: int, version: int, 
 
 def encode_unsubscribe(pkt: Any, version: int) -> bytes:
     name = "UNSUBSCRIBE"
-    _check_version(version, name)
-    body = bytearray(check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big"))
-    if version == 5:
-        body += encode_properties(pkt.properties, P.UNSUBSCRIBE, name)
-    else:
-        _no_properties(pkt, name, version)
+    body = _write_head(pkt, P.UNSUBSCRIBE, name, version)
     if not pkt.topic_filters:
         raise ProtocolError(name, "no topic filter", rule=rule("unsubscribe_no_filter", version))
     for topic_filter in pkt.topic_filters:
@@ -420,11 +428,7 @@ def _ack_codes(ptype: int, version: int) -> tuple[frozenset[int], str]:
 
 def decode_suback(data: Buffer, pos: int, end: int, b0: int, version: int, ns: Any) -> Any:
     name = "SUBACK"
-    packet_id = _packet_id(data, pos, end, name, version)
-    pos += 2
-    properties = None
-    if version == 5:
-        properties, pos = decode_properties(data, pos, end, P.SUBACK, name)
+    packet_id, properties, pos = _read_head(data, pos, end, P.SUBACK, name, version)
     allowed, key = _ack_codes(P.SUBACK, version)
     if pos >= end:
         raise MalformedPacket(
@@ -446,12 +450,7 @@ def decode_suback(data: Buffer, pos: int, end: int, b0: int, version: int, ns: A
 
 def encode_suback(pkt: Any, version: int) -> bytes:
     name = "SUBACK"
-    _check_version(version, name)
-    body = bytearray(check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big"))
-    if version == 5:
-        body += encode_properties(pkt.properties, P.SUBACK, name)
-    else:
-        _no_properties(pkt, name, version)
+    body = _write_head(pkt, P.SUBACK, name, version)
     allowed, key = _ack_codes(P.SUBACK, version)
     if not pkt.reason_codes:
         raise MalformedPacket(name, "no reason code", rule=rule(key, version))
