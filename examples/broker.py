@@ -2,7 +2,9 @@
 """A small MQTT broker whose wire layer is mqttwire: an example, not a product.
 
 Every byte the broker reads goes through ``mqttwire.StreamDecoder`` and every byte it
-writes comes from a packet's ``.encode()``; what is left is the broker's own job, written
+writes comes from a packet's ``.encode()``, or, for an Application Message fanned out to
+its subscribers, from one ``mqttwire.PreparedPublish`` that encodes the topic, properties
+and payload once for all of them; what is left is the broker's own job, written
 out below with the rules of the specifications it follows (MQTT 3.1.1 and 5.0, OASIS):
 
 - protocol levels 3 (MQTT 3.1), 4 (3.1.1) and 5 (5.0), chosen per connection;
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import math
 import uuid
@@ -51,18 +54,10 @@ V3_SEND_WINDOW = 64
 CONNECT_TIMEOUT = 10.0
 #: Session Expiry Interval meaning "never" (MQTT 5.0 §3.1.2.11.2).
 NEVER = 0xFFFF_FFFF
-#: Properties of an Application Message that the Server forwards unaltered: MQTT 5.0
-#: [MQTT-3.3.2-4] Payload Format Indicator, [MQTT-3.3.2-15] Response Topic,
-#: [MQTT-3.3.2-16] Correlation Data, [MQTT-3.3.2-17]/[MQTT-3.3.2-18] User Properties in
-#: order, [MQTT-3.3.2-20] Content Type.  Message Expiry Interval is forwarded reduced by
-#: the time waited; Topic Alias belongs to one connection and is never forwarded.
-FORWARDED = (
-    "payload_format_indicator",
-    "content_type",
-    "response_topic",
-    "correlation_data",
-    "user_properties",
-)
+# Properties of an Application Message are forwarded unaltered (MQTT 5.0 [MQTT-3.3.2-4],
+# [MQTT-3.3.2-15] to [MQTT-3.3.2-18], [MQTT-3.3.2-20]) by PreparedPublish, which leaves
+# out the Topic Alias (it belongs to one connection) and takes each subscriber's
+# Subscription Identifiers and remaining Message Expiry Interval per encode.
 
 
 def now() -> float:
@@ -95,21 +90,17 @@ class Message:
     def expired(self) -> bool:
         return self.expires_at is not None and now() >= self.expires_at
 
-    def properties_for(self, version: int, subscription_ids: list[int]) -> mw.Properties | None:
-        """The properties to send this message with to a client at ``version``: none for
-        MQTT 3.x, which has no properties."""
-        if version < 5:
+    @functools.cached_property
+    def prepared(self) -> mw.PreparedPublish:
+        """The message encoded once for every subscriber it is forwarded to."""
+        return mw.PreparedPublish(mw.Publish(self.topic, self.payload, properties=self.properties))
+
+    def remaining_expiry(self) -> int | None:
+        """[MQTT-3.3.2-6]: the received Message Expiry Interval minus the time the message
+        waited here; None when it has none."""
+        if self.expires_at is None:
             return None
-        fields: dict[str, Any] = {}
-        if self.properties is not None:
-            fields = {name: getattr(self.properties, name) for name in FORWARDED}
-        if self.expires_at is not None:
-            # [MQTT-3.3.2-6]: the received interval minus the time the message waited here.
-            fields["message_expiry_interval"] = max(1, math.ceil(self.expires_at - now()))
-        if subscription_ids:
-            # [MQTT-3.3.4-3]/[MQTT-3.3.4-4]: the identifiers of every matching subscription.
-            fields["subscription_identifiers"] = subscription_ids
-        return mw.Properties(**fields)
+        return max(1, math.ceil(self.expires_at - now()))
 
 
 @dataclass
@@ -465,7 +456,12 @@ class Connection:
         """Encode and write ``packet``; False when it was not sent."""
         if self.closed:
             return False
-        data = packet.encode(version=self.version)
+        return self.write(packet.encode(version=self.version))
+
+    def write(self, data: bytes) -> bool:
+        """Queue an encoded packet for the socket; False when it was not sent."""
+        if self.closed:
+            return False
         if len(data) > self.max_send_size:
             # MQTT 5.0 [MQTT-3.1.2-24]: never send a client more than its Maximum
             # Packet Size.
@@ -486,10 +482,13 @@ class Connection:
 
     def send_publish(self, delivery: Delivery, packet_id: int | None, dup: bool = False) -> bool:
         message = delivery.message
-        return self.send(mw.Publish(
-            message.topic, message.payload, qos=delivery.qos, retain=delivery.retain,
-            dup=dup, packet_id=packet_id,
-            properties=message.properties_for(self.version, delivery.subscription_ids),
+        # One PreparedPublish per message: only this subscriber's header fields, its
+        # Subscription Identifiers [MQTT-3.3.4-4] and the remaining expiry are new here;
+        # a 3.x subscriber gets no properties at all.
+        return self.write(message.prepared.encode(
+            self.version, qos=delivery.qos, packet_id=packet_id, retain=delivery.retain,
+            dup=dup, subscription_identifiers=delivery.subscription_ids,
+            message_expiry_interval=message.remaining_expiry(),
         ))
 
     def close(self) -> None:
@@ -506,9 +505,14 @@ class Connection:
         will, delay = None, 0
         if self.will is not None:
             w = self.will
-            will = Message.received(w.topic, w.payload, w.qos, w.retain, w.properties)
-            if w.properties is not None:
-                delay = w.properties.will_delay_interval or 0
+            properties = w.properties
+            if properties is not None and properties.will_delay_interval is not None:
+                # The Will Delay Interval is for us (MQTT 5.0 §3.1.3.2.2); the other Will
+                # Properties are those of the Application Message we publish.
+                delay = properties.will_delay_interval
+                properties = mw.Properties(**{k: v for k, v in properties.items()
+                                              if k != "will_delay_interval"})
+            will = Message.received(w.topic, w.payload, w.qos, w.retain, properties)
         log.info("%s: %s disconnected%s", self.name, session.client_id,
                  ", publishing its will" if will else "")
         self.broker.detach(session, will, delay)

@@ -52,6 +52,7 @@ def read_capture(
     version: int | None = None,
     name: str | None = None,
     max_pending: int = 1 << 20,
+    stream_ends: bool = False,
 ) -> Iterator[Record]:
     """Yield the MQTT records of a pcap or pcapng capture, in capture order.
 
@@ -68,6 +69,10 @@ def read_capture(
         name: the capture's name in records and connection ids; default the file's base
             name.
         max_pending: the most out-of-order bytes held per TCP stream.
+        stream_ends: also yield, when a direction of an MQTT connection ends, a record of
+            kind "end" saying how (``Record.end_reason``: "fin", "rst" or "eof"), in its
+            place among the records, after that direction's last record.  It covers no
+            stream bytes (``length`` 0 at the direction's end offset).  Off by default.
 
     A corrupt or truncated file does not raise: the records decoded so far are yielded,
     open streams are ended, and a last record of kind "capture_error" says what is wrong
@@ -80,16 +85,18 @@ def read_capture(
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
             yield from _read(f, name or os.path.basename(os.fspath(source)), ports,
-                             payload_limit, codec, version, max_pending)
+                             payload_limit, codec, version, max_pending, stream_ends)
     else:
         label = name or os.path.basename(str(getattr(source, "name", "<stream>")))
-        yield from _read(source, label, ports, payload_limit, codec, version, max_pending)
+        yield from _read(source, label, ports, payload_limit, codec, version, max_pending,
+                         stream_ends)
 
 
 def _read(f: BinaryIO, name: str, ports: Iterable[int], payload_limit: int | None,
-          codec: ModuleType, version: int | None, max_pending: int) -> Iterator[Record]:
+          codec: ModuleType, version: int | None, max_pending: int,
+          stream_ends: bool) -> Iterator[Record]:
     handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
-                          version=version, max_pending=max_pending)
+                          version=version, max_pending=max_pending, stream_ends=stream_ends)
     add = handler.reassembler.add
     out = handler.out
     ts = 0

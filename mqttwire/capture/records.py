@@ -7,6 +7,8 @@ appends :class:`Record` objects to its ``out`` list.
 Accounting: every byte of every MQTT stream ends up in exactly one record, as a packet,
 an error (bytes that did not decode) or a gap (bytes the capture lost); the records of a
 direction, sorted by ``stream_offset``, tile the stream without holes or overlaps.
+Records of kind "end" (made only on request, see :class:`MqttStreams`) cover no bytes: each
+marks where a direction ended, after all of its other records.
 
 Resynchronisation (what happens after lost bytes): a direction that lost bytes, or whose
 start is not in the capture, does not guess where the next packet starts.  It resumes only
@@ -45,13 +47,16 @@ class Record:
     Attributes:
         kind: "packet"; "error" (bytes that did not decode, or were skipped while
             looking for a trusted packet boundary); "gap" (bytes the capture lost);
-            "fragment" (an IP fragment, not reassembled: not part of any stream); or
+            "fragment" (an IP fragment, not reassembled: not part of any stream);
             "capture_error" (the capture file is corrupt or truncated here: the last
-            record of its file).
+            record of its file); or "end" (a direction's TCP stream ended, for which see
+            ``end_reason``: made only when asked for, with ``read_capture``'s
+            ``stream_ends``; it follows every other record of its direction).
         capture: the capture file's name.
         ts: integer nanoseconds since the epoch: for a packet, the capture time of the
-            segment that completed it; for an error or gap, of the segment at which it
-            was found.
+            segment that completed it; for an error, gap or end, of the segment at which
+            it was found (for those found at the end of the capture, the time of its
+            last frame).
         frame: the number (from 1) of that segment's frame in the capture.
         connection_id: "<capture name>#<n>", n numbering the capture's TCP connections
             from 1 in order of their first segment (stable for a given file).
@@ -59,9 +64,11 @@ class Record:
             connected to the MQTT port) or "s2c".
         src_ip, src_port, dst_ip, dst_port: sender and receiver of this direction.
         stream_offset: where in the direction's byte stream the record starts (byte 0
-            follows the SYN; see tcp.py).  None for "fragment" and "capture_error".
+            follows the SYN; see tcp.py).  None for "fragment" and "capture_error"; for
+            "end", where the direction ended (the number of stream bytes it had).
         length: how many stream bytes the record covers (the whole packet, fixed header
-            included, for a packet; the fragment's payload length for a fragment).
+            included, for a packet; the fragment's payload length for a fragment; 0 for
+            an end).
         client_id: the connection's client identifier, from its CONNECT (None until a
             CONNECT was seen).
         protocol_version: the connection's protocol level (3, 4 or 5), from its CONNECT
@@ -87,6 +94,10 @@ class Record:
         error: for error, fragment and capture_error records, what happened, in words.
         error_offset: for a decoding error, the stream offset where the decoder found
             it; for a capture_error, the file offset of the bad record or block.
+        end_reason: for an end record, how the direction ended: "fin" (its sender's FIN,
+            once every byte before it had arrived), "rst" (a RST from either side ends
+            both directions) or "eof" (still open when the capture ended, or when a new
+            SYN reused its addresses and ports).
     """
 
     kind: str
@@ -120,6 +131,7 @@ class Record:
     packet: Any = None
     error: str | None = None
     error_offset: int | None = None
+    end_reason: str | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -367,6 +379,9 @@ class _Direction:
         self.mode = _ENDED
         self.rbuf = bytearray()
         self.cands = []
+        if self.owner.stream_ends:
+            # After the flush above, so that the end follows the direction's last bytes.
+            self._record("end", ts, self.end, 0, end_reason=reason)
 
     def _flush(self, end: int, ts: int, why: str) -> None:
         """Account the bytes before stream offset ``end`` not yet in a record."""
@@ -573,6 +588,8 @@ class MqttStreams:
             the capture; None skips their bytes (as error records).
         resync_limit: the largest packet accepted as a resynchronisation point.
         max_pending: the reassembler's limit of out-of-order bytes held per stream.
+        stream_ends: also append a record of kind "end" when a direction of an MQTT
+            connection ends (see :class:`Record`); off by default.
 
     Feed segments to ``reassembler`` (a :class:`TcpReassembler` with this handler), after
     setting ``frame`` to the number of the frame that holds the segment.  Records are
@@ -581,13 +598,15 @@ class MqttStreams:
 
     def __init__(self, capture: str, *, ports: Iterable[int], codec: ModuleType,
                  payload_limit: int | None = None, version: int | None = None,
-                 resync_limit: int = 1 << 20, max_pending: int = 1 << 20) -> None:
+                 resync_limit: int = 1 << 20, max_pending: int = 1 << 20,
+                 stream_ends: bool = False) -> None:
         self.capture = capture
         self.ports = frozenset(ports)
         self.codec = codec
         self.payload_limit = payload_limit
         self.version = version
         self.resync_limit = resync_limit
+        self.stream_ends = stream_ends
         self.out: list[Record] = []
         self.frame = 0
         self.reassembler = TcpReassembler(self, max_pending=max_pending)

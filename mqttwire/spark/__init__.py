@@ -4,9 +4,9 @@ Run it as ``mqttwire pipeline INPUT... --out DIR`` (see :mod:`mqttwire.cli`) or 
 Python with :func:`run_pipeline`.  The modules, in the order data flows:
 
 - :mod:`.inputs`: list the input files (any Hadoop URI) on the driver;
-- :mod:`.reading`: one capture's records and TCP stream ends (executor side);
-- :mod:`.derive`: the connections, messages and retained tables of one capture, in
-  pure Python (no Spark needed);
+- :mod:`.derive`: the connections, messages and retained tables of one capture (its
+  records, with TCP stream ends, from :func:`mqttwire.capture.read_capture`), in pure
+  Python (no Spark needed);
 - :mod:`.batches`: all of a capture's tables as Arrow record batches;
 - :mod:`.schema`: the declared table schemas;
 - :mod:`.pipeline`: the Spark job; :mod:`.session`: starting Spark;

@@ -1,7 +1,8 @@
 """Executor side: one capture file in, Arrow record batches of every table out.
 
-:func:`decode_capture` streams a capture through :func:`~mqttwire.spark.reading.iter_capture`
-and :class:`~mqttwire.spark.derive.CaptureTables`, and yields batches of the
+:func:`decode_capture` streams a capture's records, with its TCP stream ends
+(:func:`~mqttwire.capture.read_capture` with ``stream_ends``), through
+:class:`~mqttwire.spark.derive.CaptureTables`, and yields batches of the
 :data:`~mqttwire.spark.schema.DECODED` schema: each batch holds the rows of one table in
 that table's struct column.  Only pyarrow is needed here, not pyspark.
 """
@@ -15,9 +16,8 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
-from ..capture import Record
+from ..capture import Record, read_capture
 from .derive import CaptureTables, Row
-from .reading import iter_capture
 from .schema import DECODED, TABLES, TIMESTAMP
 
 __all__ = ["BATCH_ROWS", "FileStats", "decode_capture", "error_batch", "packet_row",
@@ -103,22 +103,22 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
     packets as they come, connections and messages as they finish, retained at the end.
 
     A corrupt file ends with a "capture_error" packets row (see
-    :func:`~mqttwire.spark.reading.iter_capture`); ``stats``, if given, is updated.
+    :func:`~mqttwire.capture.read_capture`); ``stats``, if given, is updated.
     """
     stats = stats if stats is not None else FileStats()
     tables = CaptureTables(name)
     packets: list[Row] = []
     add = tables.add
-    for item in iter_capture(f, name, ports=ports, payload_limit=payload_limit,
-                             version=version):
-        add(item)
-        if type(item) is Record:
+    for rec in read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
+                            version=version, stream_ends=True):
+        add(rec)
+        if rec.kind != "end":  # the ends feed only the connections table
             stats.records += 1
-            if item.kind == "packet":
+            if rec.kind == "packet":
                 stats.packets += 1
             else:
                 stats.errors += 1
-            packets.append(packet_row(item))
+            packets.append(packet_row(rec))
             if len(packets) >= BATCH_ROWS:
                 yield to_batch("packets", packets)
                 packets = []

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..capture import Record
-from .reading import StreamEnd
 
 __all__ = ["REJECTED", "CaptureTables", "derive"]
 
@@ -44,10 +43,12 @@ class _Conn:
 
 
 class CaptureTables:
-    """Feed a capture's records and stream ends in capture order (:meth:`add`); take the
-    finished ``connections`` and ``messages`` rows from the lists of those names as they
-    fill; call :meth:`finish` at the end of the capture for the rest and the
-    ``retained`` rows.
+    """Feed a capture's records in capture order (:meth:`add`); take the finished
+    ``connections`` and ``messages`` rows from the lists of those names as they fill;
+    call :meth:`finish` at the end of the capture for the rest and the ``retained`` rows.
+
+    Read the capture with ``read_capture(..., stream_ends=True)``: the records of kind
+    "end" tell how each connection's TCP streams ended, for the ``connections`` table.
 
     Payloads are taken from the records (``Record.payload``, present when the capture
     was read with a payload limit).
@@ -62,12 +63,11 @@ class CaptureTables:
 
     # -- input ---------------------------------------------------------------------------
 
-    def add(self, item: Record | StreamEnd) -> None:
-        """Take the next record or stream end of the capture."""
-        if type(item) is StreamEnd:
-            self._end(item)
+    def add(self, rec: Record) -> None:
+        """Take the next record of the capture."""
+        if rec.kind == "end":
+            self._end(rec)
             return
-        rec: Record = item  # type: ignore[assignment]
         if rec.connection_id is None:
             return  # a fragment or a capture error: no connection
         conn = self._conns.get(rec.connection_id)
@@ -122,23 +122,25 @@ class CaptureTables:
             "errors": 0, "gaps": 0,
         }
 
-    def _end(self, end: StreamEnd) -> None:
-        conn = self._conns.get(end.connection_id)
+    def _end(self, end: Record) -> None:
+        """A direction's TCP stream ended (a record of kind "end")."""
+        conn_id: str = end.connection_id  # type: ignore[assignment]  # set on end records
+        conn = self._conns.get(conn_id)
         if conn is None:
             return  # an MQTT stream without a single record (no bytes): nothing to report
         row = conn.row
-        from_client = (end.src_ip, end.src_port) == (row["client_ip"], row["client_port"])
-        side = "client" if from_client else "server"
+        side = "client" if end.direction == "c2s" else "server"
+        reason = end.end_reason
         if row["tcp_end"] is None:
             # The first end decides how the connection closed.  A RST ends both
             # directions at once, so only a FIN says which side closed.
-            row["tcp_end"] = end.reason
-            row["tcp_closed_by"] = side if end.reason == "fin" else None
-            if end.reason != "eof" and row["close_ts"] is None:
+            row["tcp_end"] = reason
+            row["tcp_closed_by"] = side if reason == "fin" else None
+            if reason != "eof" and row["close_ts"] is None:
                 row["close_ts"] = end.ts
         conn.ended.add(side)
         if len(conn.ended) == 2:
-            self._close(end.connection_id)
+            self._close(conn_id)
 
     def _close(self, conn_id: str) -> None:
         conn = self._conns.pop(conn_id)
@@ -277,12 +279,12 @@ class CaptureTables:
         }
 
 
-def derive(items: Iterable[Record | StreamEnd],
+def derive(records: Iterable[Record],
            capture: str) -> tuple[list[Row], list[Row], list[Row]]:
     """All three derived tables of one capture at once: (connections, messages, retained).
     For tests and small captures; the pipeline streams through :class:`CaptureTables`."""
     tables = CaptureTables(capture)
-    for item in items:
-        tables.add(item)
+    for rec in records:
+        tables.add(rec)
     retained = tables.finish()
     return tables.connections, tables.messages, retained

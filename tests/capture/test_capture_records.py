@@ -33,7 +33,13 @@ from mqttwire.capture.link import (
     LINKTYPE_NULL,
     LINKTYPE_RAW,
 )
-from mqttwire.capture.synth import Frame, TcpFlow, ipv4_fragments, tcp_header
+from mqttwire.capture.synth import (
+    Frame,
+    TcpFlow,
+    ipv4_fragments,
+    ipv4_packet,
+    tcp_header,
+)
 
 CLIENT = ("192.168.1.10", 51000)
 SERVER = ("192.168.1.20", 1883)
@@ -382,6 +388,96 @@ def test_read_capture_from_path(codec: ModuleType, tmp_path: Any) -> None:
     assert first.capture == "n"
 
 
+# ---------------------------------------------------------------------------------------
+# Stream ends (read_capture's stream_ends)
+
+
+def _shape(records: list[Any]) -> list[tuple[Any, ...]]:
+    return [(r.kind, r.direction, r.stream_offset, r.length, r.ts, r.frame, r.end_reason)
+            for r in records]
+
+
+def test_stream_ends_fin(codec: ModuleType) -> None:
+    flow = TcpFlow(CLIENT, SERVER)
+    other = TcpFlow(("192.168.1.10", 51001), ("192.168.1.20", 80))
+    sent = encode_all(conversation(codec, 4), 4)
+    # The server closes first: FIN from the server, FIN from the client, last ACK.
+    segs = flow.open() + segments_for(flow, sent) + flow.close(first=1)
+    http = other.open() + other.send(0, b"GET / HTTP/1.1\r\n\r\n") + other.close()
+    raw = write(frames_for(flow, segs) + frames_for(other, http, start=len(segs)))
+    records = read(raw, codec, stream_ends=True)
+    plain = read(raw, codec)
+    assert [r for r in records if r.kind == "end"] == records[-2:]
+    # Off by default; on, it adds the ends and changes nothing else.
+    assert _shape(records[:-2]) == _shape(plain)
+    assert all(r.kind != "end" and r.end_reason is None for r in plain)
+    n = len(segs)
+    lengths = _lengths(sent)
+    # The server's FIN is segs[n - 3], frame n - 2; the client's is segs[n - 2], frame
+    # n - 1 (frames count from 1, at T0 + 1000 ns per segment).  Each end sits at its
+    # direction's length; the port-80 connection is not MQTT and gets none.
+    assert _shape(records[-2:]) == [
+        ("end", "s2c", lengths[("t.pcapng#1", "s2c")], 0, T0 + (n - 3) * 1000, n - 2, "fin"),
+        ("end", "c2s", lengths[("t.pcapng#1", "c2s")], 0, T0 + (n - 2) * 1000, n - 1, "fin"),
+    ]
+    server_end, client_end = records[-2:]
+    assert (server_end.src_ip, server_end.src_port, server_end.dst_ip,
+            server_end.dst_port) == (*SERVER, *CLIENT)
+    assert (client_end.src_ip, client_end.src_port, client_end.dst_ip,
+            client_end.dst_port) == (*CLIENT, *SERVER)
+    assert {(r.connection_id, r.client_id, r.protocol_version) for r in records[-2:]} == {
+        ("t.pcapng#1", "client", 4)}
+    check_accounting(records, lengths)
+
+
+def test_stream_ends_rst_after_a_cut_packet(codec: ModuleType) -> None:
+    mw = codec
+    flow = TcpFlow(CLIENT, SERVER)
+    sent = encode_all([(0, mw.Connect("r", protocol_version=4)), (1, mw.ConnAck())], 4)
+    # PUBLISH "t" b"x" * 10 (3.1.1, QoS 0): 2 header + 3 topic + 10 payload = 15 bytes,
+    # of which the client sends 6 before the server resets the connection.
+    publish = mw.Publish("t", b"x" * 10).encode(4)
+    assert len(publish) == 15
+    segs = (flow.open() + segments_for(flow, sent) + flow.send(0, publish[:6])
+            + [flow.reset(1)])
+    records = read(write(frames_for(flow, segs)), codec, stream_ends=True)
+    c2s, s2c = len(sent[0].wire), len(sent[1].wire)
+    n = len(segs)
+    rst = (T0 + (n - 1) * 1000, n)  # the RST is the last segment
+    # A RST ends both directions at once: the client's first (the connection's
+    # initiator), after the error record of its cut packet.
+    assert _shape(records[-3:]) == [
+        ("error", "c2s", c2s, 6, *rst, None),
+        ("end", "c2s", c2s + 6, 0, *rst, "rst"),
+        ("end", "s2c", s2c, 0, *rst, "rst"),
+    ]
+    assert "(rst)" in records[-3].error
+    assert [r.kind for r in records[:-3]] == ["packet", "packet"]
+    check_accounting(records, {("t.pcapng#1", "c2s"): c2s + 6, ("t.pcapng#1", "s2c"): s2c})
+
+
+def test_stream_ends_at_the_end_of_the_capture(codec: ModuleType) -> None:
+    mw = codec
+    flow = TcpFlow(CLIENT, SERVER)
+    sent = encode_all([(0, mw.Connect("e", protocol_version=5)), (1, mw.ConnAck())], 5)
+    publish = mw.Publish("t", b"x" * 10).encode(5)
+    segs = flow.open() + segments_for(flow, sent) + flow.send(0, publish[:4])
+    # The capture's last frame is a UDP datagram: the ends take its time.
+    src, dst = bytes([10, 9, 9, 1]), bytes([10, 9, 9, 2])
+    last = Frame(T0 + 10**9, ipv4_packet(src, dst, bytes(12), proto=17))
+    records = read(write([*frames_for(flow, segs), last]), codec, stream_ends=True)
+    c2s, s2c = len(sent[0].wire), len(sent[1].wire)
+    assert [(r.kind, r.direction, r.stream_offset, r.length, r.end_reason)
+            for r in records[-3:]] == [
+        ("error", "c2s", c2s, 4, None),  # the PUBLISH, cut by the end of the capture
+        ("end", "c2s", c2s + 4, 0, "eof"),
+        ("end", "s2c", s2c, 0, "eof"),
+    ]
+    assert "(eof)" in records[-3].error
+    assert [r.ts for r in records[-3:]] == [T0 + 10**9] * 3
+    check_accounting(records, {("t.pcapng#1", "c2s"): c2s + 4, ("t.pcapng#1", "s2c"): s2c})
+
+
 def _valid_capture(codec: ModuleType) -> bytes:
     flow = TcpFlow(CLIENT, SERVER)
     sent = encode_all(conversation(codec, 5), 5)
@@ -394,7 +490,8 @@ def _valid_capture(codec: ModuleType) -> bytes:
 def test_mutated_captures_never_crash(codec: ModuleType, data: st.DataObject) -> None:
     """Random byte changes, cuts and insertions anywhere in a valid capture (file
     headers, lengths, IP/TCP headers, MQTT bytes): read_capture ends, without raising,
-    and whatever it decodes is still accounted byte for byte."""
+    whatever it decodes is still accounted byte for byte, and each direction has at most
+    one end, after its other records, where they stop."""
     raw = bytearray(_valid_capture(codec))
     for _ in range(data.draw(st.integers(1, 8))):
         pos = data.draw(st.integers(0, len(raw) - 1))
@@ -407,6 +504,16 @@ def test_mutated_captures_never_crash(codec: ModuleType, data: st.DataObject) ->
             raw[pos:pos] = data.draw(st.binary(min_size=1, max_size=16))
         if not raw:
             raw = bytearray(b"\0")
-    records = read(bytes(raw), codec)
+    records = read(bytes(raw), codec, stream_ends=True)
     assert all(r.kind != "capture_error" for r in records[:-1])
     check_accounting(records)
+    by_direction: dict[tuple[str, str], list[Any]] = {}
+    for r in records:
+        if r.connection_id is not None:
+            by_direction.setdefault((r.connection_id, r.direction), []).append(r)
+    for mine in by_direction.values():
+        ends = [r for r in mine if r.kind == "end"]
+        assert len(ends) <= 1
+        if ends:
+            assert mine[-1] is ends[0]
+            assert ends[0].stream_offset == sum(r.length for r in mine[:-1])

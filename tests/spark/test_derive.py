@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from spark_scenarios import capture_a
 
-from mqttwire.capture import Record
+from mqttwire.capture import Record, read_capture
 from mqttwire.spark.derive import CaptureTables, derive
-from mqttwire.spark.reading import StreamEnd, iter_capture
 
 CLIENT = ("10.0.0.1", 50001)
 SERVER = ("10.0.0.2", 1883)
@@ -40,8 +39,14 @@ def ack(packet_type: str, direction: str, ts: int, packet_id: int, code: int = 0
     return rec(packet_type, direction, ts, packet_id=packet_id, reason_code=code)
 
 
-def run(*items: Record | StreamEnd) -> tuple[list[dict], list[dict], list[dict]]:
-    return derive(items, "cap")
+def end(direction: str, ts: int, reason: str) -> Record:
+    """The end of a direction's TCP stream, as ``read_capture(..., stream_ends=True)``
+    reports it."""
+    return rec(None, direction, ts, kind="end", length=0, end_reason=reason)
+
+
+def run(*records: Record) -> tuple[list[dict], list[dict], list[dict]]:
+    return derive(records, "cap")
 
 
 # ---------------------------------------------------------------------------------------
@@ -51,8 +56,8 @@ def run(*items: Record | StreamEnd) -> tuple[list[dict], list[dict], list[dict]]
 def test_capture_a(tmp_path: Path, codec: ModuleType) -> None:
     written = capture_a(tmp_path / "a.pcapng")
     with open(written.path, "rb") as f:
-        items = list(iter_capture(f, "a.pcapng", codec=codec))
-    connections, messages, retained = derive(items, "a.pcapng")
+        records = list(read_capture(f, name="a.pcapng", codec=codec, stream_ends=True))
+    connections, messages, retained = derive(records, "a.pcapng")
     t = written.times
     by_client = {c["client_id"]: c for c in connections}
     assert by_client["alpha"]["close_reason"] == "disconnect"
@@ -170,8 +175,8 @@ def test_retained_replaced_cleared_and_client_only() -> None:
 def test_connection_close_by_server_disconnect_then_fin() -> None:
     connections, _, _ = run(
         rec("DISCONNECT", "s2c", 10, reason_code=0x8E),  # Session taken over (MQTT 5.0)
-        StreamEnd("cap#1", SERVER[0], SERVER[1], 11, "fin"),
-        StreamEnd("cap#1", CLIENT[0], CLIENT[1], 12, "fin"),
+        end("s2c", 11, "fin"),
+        end("c2s", 12, "fin"),
     )
     (c,) = connections
     assert (c["close_reason"], c["disconnect_by"], c["disconnect_reason_code"]) == (
@@ -195,9 +200,9 @@ def test_connection_counts_errors_and_gaps_and_stays_open() -> None:
 def test_connection_row_is_emitted_when_both_directions_end() -> None:
     tables = CaptureTables("cap")
     tables.add(publish(ts=1))
-    tables.add(StreamEnd("cap#1", CLIENT[0], CLIENT[1], 2, "rst"))
+    tables.add(end("c2s", 2, "rst"))
     assert tables.connections == []
-    tables.add(StreamEnd("cap#1", SERVER[0], SERVER[1], 2, "rst"))
+    tables.add(end("s2c", 2, "rst"))
     (c,) = tables.connections
     assert (c["close_reason"], c["tcp_closed_by"], c["close_ts"]) == ("rst", None, 2)
 
