@@ -7,8 +7,9 @@ then: python benchmarks/report.py bench-codec.json
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -26,13 +27,30 @@ def _packets(m: ModuleType) -> dict[str, tuple[Any, int]]:
     """name -> (packet, protocol level), built with the module under test."""
     return {
         "publish-qos0-small": (m.Publish("sensors/temp", b"22.5"), 4),
-        "publish-qos1-1KiB": (m.Publish("fleet/truck/42/telemetry", b"x" * 1024, qos=1, packet_id=7), 4),
-        "publish-v5-seed": (m.Publish("request", b"This is a QoS 0 message", properties=Properties(
-            message_expiry_interval=300, response_topic="response")), 5),
+        "publish-qos1-1KiB": (
+            m.Publish("fleet/truck/42/telemetry", b"x" * 1024, qos=1, packet_id=7),
+            4,
+        ),
+        "publish-v5-seed": (
+            m.Publish(
+                "request",
+                b"This is a QoS 0 message",
+                properties=Properties(message_expiry_interval=300, response_topic="response"),
+            ),
+            5,
+        ),
         "puback": (m.PubAck(0x644A), 4),
-        "connect": (m.Connect("client-0001", protocol_version=4, keep_alive=30, username="u",
-                              password=b"secret", will=m.Will("status/client-0001", b"offline", qos=1,
-                                                               retain=True)), 4),
+        "connect": (
+            m.Connect(
+                "client-0001",
+                protocol_version=4,
+                keep_alive=30,
+                username="u",
+                password=b"secret",
+                will=m.Will("status/client-0001", b"offline", qos=1, retain=True),
+            ),
+            4,
+        ),
     }
 
 

@@ -24,21 +24,27 @@ def _subscribers(n: int) -> list[tuple[int, int, int]]:
 
 @pytest.mark.parametrize("n", [1, 10, 1000])
 def test_prepared(benchmark: Any, codec: ModuleType, n: int) -> None:
-    pub = codec.Publish("fleet/truck/42/telemetry", b"x" * 1024, qos=1, packet_id=1, properties=PROPS)
+    pub = codec.Publish(
+        "fleet/truck/42/telemetry", b"x" * 1024, qos=1, packet_id=1, properties=PROPS
+    )
     subs = _subscribers(n)
     benchmark.group = f"forward to {n} subscriber(s)"
     benchmark.extra_info["method"] = "PreparedPublish"
 
     def run() -> int:
         prepared = codec.PreparedPublish(pub)
-        return sum(len(prepared.encode(v, qos=q, packet_id=pid if q else None)) for v, q, pid in subs)
+        return sum(
+            len(prepared.encode(v, qos=q, packet_id=pid if q else None)) for v, q, pid in subs
+        )
 
     assert benchmark(run) > 1024 * n
 
 
 @pytest.mark.parametrize("n", [1, 10, 1000])
 def test_reencode(benchmark: Any, codec: ModuleType, n: int) -> None:
-    pub = codec.Publish("fleet/truck/42/telemetry", b"x" * 1024, qos=1, packet_id=1, properties=PROPS)
+    pub = codec.Publish(
+        "fleet/truck/42/telemetry", b"x" * 1024, qos=1, packet_id=1, properties=PROPS
+    )
     subs = _subscribers(n)
     benchmark.group = f"forward to {n} subscriber(s)"
     benchmark.extra_info["method"] = "Publish(...).encode() per subscriber"
@@ -46,8 +52,13 @@ def test_reencode(benchmark: Any, codec: ModuleType, n: int) -> None:
     def run() -> int:
         total = 0
         for v, q, pid in subs:
-            out = codec.Publish(pub.topic, pub.payload, qos=q, packet_id=pid if q else None,
-                                properties=pub.properties if v == 5 else None)
+            out = codec.Publish(
+                pub.topic,
+                pub.payload,
+                qos=q,
+                packet_id=pid if q else None,
+                properties=pub.properties if v == 5 else None,
+            )
             total += len(out.encode(v))
         return total
 

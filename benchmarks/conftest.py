@@ -11,7 +11,10 @@ import pytest
 
 @pytest.fixture(
     scope="session",
-    params=[pytest.param("mqttwire._speedups", id="cython"), pytest.param("mqttwire._pure", id="python")],
+    params=[
+        pytest.param("mqttwire._speedups", id="cython"),
+        pytest.param("mqttwire._pure", id="python"),
+    ],
 )
 def codec(request: pytest.FixtureRequest) -> ModuleType:
     return importlib.import_module(request.param)

@@ -12,7 +12,8 @@ fixed header, ``end`` the end of the packet, ``b0`` the (already checked) first 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._constants import REASON_CODES, V3_CONNACK_CODES, V3_SUBACK_CODES
 from ._constants import PacketType as P
@@ -26,7 +27,6 @@ from ._wire import (
     encode_utf8,
     encode_varint,
     length_mismatch,
-    overrun,
     packet_id_zero_error,
     read_binary,
     read_byte,
@@ -201,14 +201,17 @@ def encode_connect(pkt: Any) -> bytes:
     will = pkt.will
     if will is not None:
         if will.qos not in (0, 1, 2):
-            raise MalformedPacket(name, f"will QoS is {will.qos!r}", rule=rule("will_qos_3", version))
+            raise MalformedPacket(
+                name, f"will QoS is {will.qos!r}", rule=rule("will_qos_3", version)
+            )
         flags |= 0x04 | (will.qos << 3) | (0x20 if will.retain else 0)
     if pkt.username is not None:
         flags |= 0x80
     if pkt.password is not None:
         if pkt.username is None and version < 5:
             raise MalformedPacket(
-                name, "a password needs a user name before MQTT 5.0",
+                name,
+                "a password needs a user name before MQTT 5.0",
                 rule=rule("password_without_username", version),
             )
         flags |= 0x40
@@ -224,7 +227,9 @@ def encode_connect(pkt: Any) -> bytes:
         if version == 5:
             body += encode_properties(will.properties, WILL, name)
         elif will.properties:
-            raise ProtocolError(name, f"will properties exist only in MQTT 5.0, not at level {version}")
+            raise ProtocolError(
+                name, f"will properties exist only in MQTT 5.0, not at level {version}"
+            )
         check_will_topic(will.topic, None, name, version)
         body += encode_utf8(will.topic, name, "will topic", version)
         body += encode_binary(will.payload, name, "will payload")
@@ -244,7 +249,9 @@ def decode_connack(data: Buffer, pos: int, end: int, b0: int, version: int, ns: 
     flags = read_byte(data, pos, end, name, "acknowledge flags")
     if flags & 0xFE:
         raise MalformedPacket(
-            name, f"reserved acknowledge flags set (0x{flags:02X})", offset=pos,
+            name,
+            f"reserved acknowledge flags set (0x{flags:02X})",
+            offset=pos,
             rule=rule("connack_reserved", version),
         )
     code = read_byte(data, pos + 1, end, name, "reason code")
@@ -253,12 +260,16 @@ def decode_connack(data: Buffer, pos: int, end: int, b0: int, version: int, ns: 
             raise reason_code_error(name, code, pos + 1, version)
     elif code not in V3_CONNACK_CODES:
         raise MalformedPacket(
-            name, f"return code {code} is not defined", offset=pos + 1,
+            name,
+            f"return code {code} is not defined",
+            offset=pos + 1,
             rule=rule("connack_return_code", version),
         )
     if flags and code:
         raise ProtocolError(
-            name, f"session present with the non-zero code 0x{code:02X}", offset=pos,
+            name,
+            f"session present with the non-zero code 0x{code:02X}",
+            offset=pos,
             rule=rule("connack_session_present", version),
         )
     pos += 2
@@ -276,12 +287,14 @@ def encode_connack(pkt: Any, version: int) -> bytes:
     allowed = REASON_CODES[P.CONNACK] if version == 5 else V3_CONNACK_CODES
     if code not in allowed:
         raise MalformedPacket(
-            name, f"reason code {code!r} is not defined at level {version}",
+            name,
+            f"reason code {code!r} is not defined at level {version}",
             rule=rule("connack_return_code" if version < 5 else "reason_code", version),
         )
     if pkt.session_present and code:
         raise ProtocolError(
-            name, f"session present with the non-zero code 0x{code:02X}",
+            name,
+            f"session present with the non-zero code 0x{code:02X}",
             rule=rule("connack_session_present", version),
         )
     body = bytes((1 if pkt.session_present else 0, code))
@@ -321,8 +334,10 @@ def decode_subscribe(data: Buffer, pos: int, end: int, b0: int, version: int, ns
         reserved = 0xC0 if version == 5 else 0xFC
         if options & reserved:
             raise MalformedPacket(
-                name, f"reserved subscription option bits set (0x{options:02X})",
-                offset=opt_pos, rule=rule("subscribe_reserved_bits", version),
+                name,
+                f"reserved subscription option bits set (0x{options:02X})",
+                offset=opt_pos,
+                rule=rule("subscribe_reserved_bits", version),
             )
         qos = options & 3
         if qos == 3:
@@ -332,19 +347,28 @@ def decode_subscribe(data: Buffer, pos: int, end: int, b0: int, version: int, ns
         retain_handling = (options >> 4) & 3
         if retain_handling == 3:
             raise ProtocolError(
-                name, "retain handling is 3", offset=opt_pos,
+                name,
+                "retain handling is 3",
+                offset=opt_pos,
                 rule=rule("subscribe_retain_handling", version),
             )
         no_local = bool(options & 0x04)
         if no_local and topic_filter.startswith("$share/"):
             raise ProtocolError(
-                name, "No Local set on a shared subscription", offset=opt_pos,
+                name,
+                "No Local set on a shared subscription",
+                offset=opt_pos,
                 rule=rule("no_local_shared", version),
             )
-        subscriptions.append(ns.Subscription(
-            topic_filter, qos=qos, no_local=no_local,
-            retain_as_published=bool(options & 0x08), retain_handling=retain_handling,
-        ))
+        subscriptions.append(
+            ns.Subscription(
+                topic_filter,
+                qos=qos,
+                no_local=no_local,
+                retain_as_published=bool(options & 0x08),
+                retain_handling=retain_handling,
+            )
+        )
     if not subscriptions:
         raise ProtocolError(
             name, "no topic filter", offset=pos, rule=rule("subscribe_no_filter", version)
@@ -368,21 +392,25 @@ def encode_subscribe(pkt: Any, version: int) -> bytes:
         if version == 5:
             if sub.retain_handling not in (0, 1, 2):
                 raise ProtocolError(
-                    name, f"retain handling is {sub.retain_handling!r}",
+                    name,
+                    f"retain handling is {sub.retain_handling!r}",
                     rule=rule("subscribe_retain_handling", version),
                 )
             if sub.no_local and sub.topic_filter.startswith("$share/"):
                 raise ProtocolError(
-                    name, "No Local set on a shared subscription",
+                    name,
+                    "No Local set on a shared subscription",
                     rule=rule("no_local_shared", version),
                 )
             options |= (
-                (0x04 if sub.no_local else 0) | (0x08 if sub.retain_as_published else 0)
+                (0x04 if sub.no_local else 0)
+                | (0x08 if sub.retain_as_published else 0)
                 | (sub.retain_handling << 4)
             )
         elif sub.no_local or sub.retain_as_published or sub.retain_handling:
             raise ProtocolError(
-                name, f"subscription options other than QoS exist only in MQTT 5.0, not at "
+                name,
+                f"subscription options other than QoS exist only in MQTT 5.0, not at "
                 f"level {version}",
             )
         body += encode_utf8(sub.topic_filter, name, "topic filter", version)
@@ -432,7 +460,9 @@ def decode_suback(data: Buffer, pos: int, end: int, b0: int, version: int, ns: A
     allowed, key = _ack_codes(P.SUBACK, version)
     if pos >= end:
         raise MalformedPacket(
-            name, "no reason code (one is due for each topic filter)", offset=pos,
+            name,
+            "no reason code (one is due for each topic filter)",
+            offset=pos,
             rule=rule(key, version),
         )
     codes = []
@@ -440,7 +470,9 @@ def decode_suback(data: Buffer, pos: int, end: int, b0: int, version: int, ns: A
         code = data[pos]
         if code not in allowed:
             raise MalformedPacket(
-                name, f"reason code 0x{code:02X} is not defined for {name}", offset=pos,
+                name,
+                f"reason code 0x{code:02X} is not defined for {name}",
+                offset=pos,
                 rule=rule(key, version),
             )
         codes.append(code)
@@ -457,7 +489,8 @@ def encode_suback(pkt: Any, version: int) -> bytes:
     for code in pkt.reason_codes:
         if code not in allowed:
             raise MalformedPacket(
-                name, f"reason code {code!r} is not defined at level {version}",
+                name,
+                f"reason code {code!r} is not defined at level {version}",
                 rule=rule(key, version),
             )
     body += bytes(pkt.reason_codes)
@@ -475,7 +508,9 @@ def decode_unsuback(data: Buffer, pos: int, end: int, b0: int, version: int, ns:
     allowed = REASON_CODES[P.UNSUBACK]
     if pos >= end:
         raise MalformedPacket(
-            name, "no reason code (one is due for each topic filter)", offset=pos,
+            name,
+            "no reason code (one is due for each topic filter)",
+            offset=pos,
             rule=rule("reason_code", version),
         )
     codes = []
@@ -495,7 +530,9 @@ def encode_unsuback(pkt: Any, version: int) -> bytes:
     if version < 5:
         _no_properties(pkt, name, version)
         if pkt.reason_codes:
-            raise ProtocolError(name, f"reason codes exist only in MQTT 5.0, not at level {version}")
+            raise ProtocolError(
+                name, f"reason codes exist only in MQTT 5.0, not at level {version}"
+            )
         return frame(0xB0, bytes(body), name)
     body += encode_properties(pkt.properties, P.UNSUBACK, name)
     if not pkt.reason_codes:
@@ -503,7 +540,8 @@ def encode_unsuback(pkt: Any, version: int) -> bytes:
     for code in pkt.reason_codes:
         if code not in REASON_CODES[P.UNSUBACK]:
             raise MalformedPacket(
-                name, f"reason code {code!r} is not defined for {name}",
+                name,
+                f"reason code {code!r} is not defined for {name}",
                 rule=rule("reason_code", version),
             )
     body += bytes(pkt.reason_codes)
@@ -558,7 +596,9 @@ def encode_disconnect(pkt: Any, version: int) -> bytes:
     if version < 5:
         _no_properties(pkt, name, version)
         if pkt.reason_code:
-            raise ProtocolError(name, f"reason codes exist only in MQTT 5.0, not at level {version}")
+            raise ProtocolError(
+                name, f"reason codes exist only in MQTT 5.0, not at level {version}"
+            )
         return b"\xe0\x00"
     code = pkt.reason_code
     if code not in REASON_CODES[P.DISCONNECT]:
@@ -576,7 +616,8 @@ def encode_auth(pkt: Any, version: int) -> bytes:
     name = "AUTH"
     if version != 5:
         raise MalformedPacket(
-            name, f"AUTH does not exist before MQTT 5.0 (level {version!r})",
+            name,
+            f"AUTH does not exist before MQTT 5.0 (level {version!r})",
             rule=rule("auth_v5_only", 4),
         )
     code = pkt.reason_code

@@ -7,4 +7,11 @@ from ._topics import topic_matches as topic_matches
 from ._topics import validate_topic_filter as validate_topic_filter
 from ._topics import validate_topic_name as validate_topic_name
 
-__all__: list[str]
+__all__ = [
+    "Matches",
+    "TopicTree",
+    "parse_shared",
+    "topic_matches",
+    "validate_topic_filter",
+    "validate_topic_name",
+]

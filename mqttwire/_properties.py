@@ -9,7 +9,8 @@ build when decoding (unlike ``__slots__``, which would need every slot set).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ._constants import PacketType as P
 from ._errors import MalformedPacket, ProtocolError, rule
@@ -88,11 +89,17 @@ _MAX = {BYTE: 0xFF, U16: 0xFFFF, U32: 0xFFFF_FFFF, VARINT: 268_435_455}
 
 def _title(name: str) -> str:
     """How messages name a property: "subscription_identifiers" -> "subscription identifier"."""
-    return name.replace("_", " ").rstrip("s") if name.endswith("identifiers") else name.replace("_", " ")
+    return (
+        name.replace("_", " ").rstrip("s")
+        if name.endswith("identifiers")
+        else name.replace("_", " ")
+    )
 
 
 # identifier -> (name, value type, allowed packet types, title), for the decoder's loop.
-_DECODE = {pid: (name, kind, allowed, _title(name)) for pid, (name, kind, allowed) in _TABLE.items()}
+_DECODE = {
+    pid: (name, kind, allowed, _title(name)) for pid, (name, kind, allowed) in _TABLE.items()
+}
 _CHECKED = _BOOLEAN_BYTES | _NONZERO  # integer properties with a range narrower than their type
 
 
@@ -216,15 +223,19 @@ def decode_properties(
         entry = _DECODE.get(pid)
         if entry is None:
             raise MalformedPacket(
-                pname, f"unknown property identifier 0x{pid:02X}", offset=start,
+                pname,
+                f"unknown property identifier 0x{pid:02X}",
+                offset=start,
                 rule=rule("property_identifier", version),
             )
         name, kind, allowed, field = entry
         if ptype not in allowed:
             where = "will properties" if ptype == WILL else pname
             raise MalformedPacket(
-                pname, f"property 0x{pid:02X} ({field}) is not allowed in {where}",
-                offset=start, rule=rule("property_identifier", version),
+                pname,
+                f"property 0x{pid:02X} ({field}) is not allowed in {where}",
+                offset=start,
+                rule=rule("property_identifier", version),
             )
         value: Any
         if kind == UTF8:
@@ -267,21 +278,27 @@ def decode_properties(
             d[name] = value
             if pid == 0x08 and ("+" in value or "#" in value):
                 raise ProtocolError(
-                    pname, "response topic contains a wildcard", offset=start,
+                    pname,
+                    "response topic contains a wildcard",
+                    offset=start,
                     rule=rule("response_topic_wildcard", version),
                 )
     if "authentication_data" in d and "authentication_method" not in d:
         raise ProtocolError(
-            pname, "authentication data without an authentication method",
-            offset=block_end - length, rule=rule("auth_data_without_method", version),
+            pname,
+            "authentication data without an authentication method",
+            offset=block_end - length,
+            rule=rule("auth_data_without_method", version),
         )
     return props, pos
 
 
 def _duplicate(pname: str, pid: int, pos: int, version: int) -> ProtocolError:
     return ProtocolError(
-        pname, f"property 0x{pid:02X} ({_title(_TABLE[pid][0])}) appears more than once",
-        offset=pos, rule=rule("property_duplicate", version),
+        pname,
+        f"property 0x{pid:02X} ({_title(_TABLE[pid][0])}) appears more than once",
+        offset=pos,
+        rule=rule("property_duplicate", version),
     )
 
 
@@ -302,7 +319,8 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
         if ptype not in allowed:
             where = "will properties" if ptype == WILL else pname
             raise MalformedPacket(
-                pname, f"property 0x{pid:02X} ({field}) is not allowed in {where}",
+                pname,
+                f"property 0x{pid:02X} ({field}) is not allowed in {where}",
                 rule=rule("property_identifier", 5),
             )
         if pid == 0x26:
@@ -325,7 +343,8 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
         if kind == UTF8:
             if pid == 0x08 and isinstance(value, str) and ("+" in value or "#" in value):
                 raise ProtocolError(
-                    pname, "response topic contains a wildcard",
+                    pname,
+                    "response topic contains a wildcard",
                     rule=rule("response_topic_wildcard", 5),
                 )
             out += encode_utf8(value, pname, field, 5)
@@ -339,7 +358,8 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
             out += value.to_bytes(size, "big")
     if has_data and not has_method:
         raise ProtocolError(
-            pname, "authentication data without an authentication method",
+            pname,
+            "authentication data without an authentication method",
             rule=rule("auth_data_without_method", 5),
         )
     return encode_varint(len(out)) + bytes(out)
@@ -350,7 +370,8 @@ def _check_int(pname: str, pid: int, field: str, kind: int, value: object) -> No
         raise TypeError(f"{pname}: {field} must be an int, not {type(value).__name__}")
     if not 0 <= value <= _MAX[kind]:
         raise ProtocolError(
-            pname, f"{field} {value} is out of range 0..{_MAX[kind]}",
+            pname,
+            f"{field} {value} is out of range 0..{_MAX[kind]}",
             rule=rule("property_value", 5),
         )
     problem = _value_problem(pid, value)

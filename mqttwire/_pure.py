@@ -13,7 +13,8 @@ decoded and encoded by the shared ``_cold`` module.
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Union
+from collections.abc import Iterable
+from typing import Any, Union
 
 from . import _cold
 from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REASON_CODES, PacketType
@@ -565,7 +566,9 @@ def _encode_publish(pkt: Publish, version: int) -> bytes:
     name = "PUBLISH"
     qos = pkt.qos
     if qos != 0 and qos != 1 and qos != 2:
-        raise MalformedPacket(name, f"QoS is {qos!r}, not 0, 1 or 2", rule=rule("qos_bits", version))
+        raise MalformedPacket(
+            name, f"QoS is {qos!r}, not 0, 1 or 2", rule=rule("qos_bits", version)
+        )
     topic = pkt.topic
     raw_topic = encode_utf8(topic, name, "topic name", version)
     if "+" in topic or "#" in topic:
@@ -576,7 +579,8 @@ def _encode_publish(pkt: Publish, version: int) -> bytes:
         if version < 5:
             raise MalformedPacket(name, "topic name is empty", rule=rule("topic_length", version))
         raise ProtocolError(
-            name, "topic name is empty and there is no topic alias",
+            name,
+            "topic name is empty and there is no topic alias",
             rule=rule("topic_alias_missing", version),
         )
     if pkt.dup and not qos:
@@ -615,7 +619,9 @@ def _encode_ack(pkt: _Ack, version: int) -> bytes:
     first = _ACK_FIRST_BYTE[ptype]
     if version < 5:
         if code:
-            raise ProtocolError(name, f"reason codes exist only in MQTT 5.0, not at level {version}")
+            raise ProtocolError(
+                name, f"reason codes exist only in MQTT 5.0, not at level {version}"
+            )
         if pkt.properties:
             raise ProtocolError(name, f"properties exist only in MQTT 5.0, not at level {version}")
         return bytes((first, 2)) + pid
@@ -657,8 +663,14 @@ class PreparedPublish:
         self._topic, self._expiry, self._props, self._payload = forwarding_parts(publish)
 
     def encode(
-        self, version: int = 5, *, qos: int = 0, packet_id: int | None = None,
-        retain: bool = False, dup: bool = False, subscription_identifiers: Iterable[int] = (),
+        self,
+        version: int = 5,
+        *,
+        qos: int = 0,
+        packet_id: int | None = None,
+        retain: bool = False,
+        dup: bool = False,
+        subscription_identifiers: Iterable[int] = (),
         message_expiry_interval: int | None = None,
     ) -> bytes:
         """The PUBLISH for one subscriber at protocol level ``version``.
@@ -668,9 +680,13 @@ class PreparedPublish:
         _check_version(version)
         name = "PUBLISH"
         if qos != 0 and qos != 1 and qos != 2:
-            raise MalformedPacket(name, f"QoS is {qos!r}, not 0, 1 or 2", rule=rule("qos_bits", version))
+            raise MalformedPacket(
+                name, f"QoS is {qos!r}, not 0, 1 or 2", rule=rule("qos_bits", version)
+            )
         if dup and not qos:
-            raise MalformedPacket(name, "DUP set on a QoS 0 message", rule=rule("dup_qos0", version))
+            raise MalformedPacket(
+                name, "DUP set on a QoS 0 message", rule=rule("dup_qos0", version)
+            )
         parts = [self._topic]
         if qos:
             parts.append(check_packet_id(packet_id, name, version).to_bytes(2, "big"))
@@ -682,7 +698,8 @@ class PreparedPublish:
             if expiry is not None:
                 if not isinstance(expiry, int) or not 0 <= expiry <= 0xFFFF_FFFF:
                     raise ProtocolError(
-                        name, f"message expiry interval {expiry!r} is not in 0..4294967295",
+                        name,
+                        f"message expiry interval {expiry!r} is not in 0..4294967295",
                         rule=rule("property_value", 5),
                     )
                 block = b"\x02" + expiry.to_bytes(4, "big")
@@ -716,7 +733,9 @@ _NS = sys.modules[__name__]
 # _BAD_FIRST[v][b] is True when no packet at level v may start with byte b (reserved type,
 # wrong flags, QoS 3, DUP on QoS 0, AUTH before 5.0): one lookup on the hot path, and the
 # shared first_byte_error() words the error.
-_BAD_FIRST = {v: tuple(first_byte_error(b, v, 0) is not None for b in range(256)) for v in (3, 4, 5)}
+_BAD_FIRST = {
+    v: tuple(first_byte_error(b, v, 0) is not None for b in range(256)) for v in (3, 4, 5)
+}
 
 
 def _decode_publish(data: Buffer, pos: int, end: int, b0: int, version: int) -> Publish:
@@ -756,7 +775,9 @@ def _decode_publish(data: Buffer, pos: int, end: int, b0: int, version: int) -> 
             properties, pos = decode_properties(data, pos, end, PacketType.PUBLISH, name)
         if not topic and (properties is None or properties.topic_alias is None):
             raise ProtocolError(
-                name, "topic name is empty and there is no topic alias", offset=tstart - 2,
+                name,
+                "topic name is empty and there is no topic alias",
+                offset=tstart - 2,
                 rule=rule("topic_alias_missing", version),
             )
     pkt = Publish.__new__(Publish)
@@ -870,7 +891,8 @@ def decode(data: Any, *, version: int = 5) -> Packet:
     packet, end = result
     if end != n:
         raise MalformedPacket(
-            PACKET_NAMES[data[0] >> 4], f"{n - end} byte(s) after the end of the packet",
+            PACKET_NAMES[data[0] >> 4],
+            f"{n - end} byte(s) after the end of the packet",
             offset=end,
         )
     return packet
@@ -907,8 +929,16 @@ class StreamDecoder:
     Not thread-safe: use one decoder per connection and thread.
     """
 
-    __slots__ = ("version", "max_packet_size", "_learn", "_buffer", "_need", "_consumed",
-                 "_error", "_feeding")
+    __slots__ = (
+        "version",
+        "max_packet_size",
+        "_learn",
+        "_buffer",
+        "_need",
+        "_consumed",
+        "_error",
+        "_feeding",
+    )
 
     def __init__(self, version: int | None = None, *, max_packet_size: int | None = None) -> None:
         if version is not None:
@@ -1007,4 +1037,5 @@ class StreamDecoder:
 
     def __repr__(self) -> str:
         state = "failed" if self._error is not None else f"{len(self._buffer)} bytes buffered"
-        return f"StreamDecoder(version={self.version!r}, max_packet_size={self.max_packet_size!r}, {state})"
+        return (f"StreamDecoder(version={self.version!r}, "
+                f"max_packet_size={self.max_packet_size!r}, {state})")

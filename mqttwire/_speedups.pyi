@@ -29,4 +29,33 @@ from ._topics import topic_matches as topic_matches
 from ._topics import validate_topic_filter as validate_topic_filter
 from ._topics import validate_topic_name as validate_topic_name
 
-__all__: list[str]
+__all__ = [
+    "Auth",
+    "ConnAck",
+    "Connect",
+    "Disconnect",
+    "PingReq",
+    "PingResp",
+    "PreparedPublish",
+    "PubAck",
+    "PubComp",
+    "Publish",
+    "PubRec",
+    "PubRel",
+    "StreamDecoder",
+    "SubAck",
+    "Subscribe",
+    "Subscription",
+    "UnsubAck",
+    "Unsubscribe",
+    "Will",
+    "decode",
+    "decode_from",
+    "encode",
+    "Matches",
+    "TopicTree",
+    "parse_shared",
+    "topic_matches",
+    "validate_topic_filter",
+    "validate_topic_name",
+]

@@ -12,12 +12,12 @@ not match the fields, which is a malformed packet, never a read past the packet.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REQUIRED_FLAGS
 from ._errors import MalformedPacket, PacketTooLarge, ProtocolError, rule
 
-Buffer = Union[bytes, memoryview]
+Buffer = bytes | memoryview
 
 
 def as_buffer(data: object) -> Buffer:
@@ -371,10 +371,13 @@ def check_subscription_identifiers(identifiers: Any) -> bytes:
     out = b""
     for ident in identifiers:
         if not isinstance(ident, int) or isinstance(ident, bool):
-            raise TypeError(f"PUBLISH: subscription identifier must be an int, not {type(ident).__name__}")
+            raise TypeError(
+                f"PUBLISH: subscription identifier must be an int, not {type(ident).__name__}"
+            )
         if not 0 < ident <= MAX_REMAINING_LENGTH:
             raise ProtocolError(
-                "PUBLISH", f"subscription identifier {ident} is not in 1..268,435,455",
+                "PUBLISH",
+                f"subscription identifier {ident} is not in 1..268,435,455",
                 rule=rule("property_value", 5),
             )
         out += b"\x0b" + encode_varint(ident)
@@ -392,7 +395,8 @@ def forwarding_parts(publish: Any) -> tuple[bytes, int | None, bytes, bytes]:
     raw_topic = encode_utf8(topic, name, "topic name", 5)
     if not topic:
         raise MalformedPacket(
-            name, "cannot forward an empty topic name (resolve the topic alias first)",
+            name,
+            "cannot forward an empty topic name (resolve the topic alias first)",
             rule=rule("topic_length", 5),
         )
     if "+" in topic or "#" in topic:
@@ -406,9 +410,12 @@ def forwarding_parts(publish: Any) -> tuple[bytes, int | None, bytes, bytes]:
     block = b""
     props = publish.properties
     if props:
-        kept = {k: v for k, v in props.items()
-                if k not in ("topic_alias", "subscription_identifiers", "message_expiry_interval")}
+        kept = {
+            k: v
+            for k, v in props.items()
+            if k not in ("topic_alias", "subscription_identifiers", "message_expiry_interval")
+        }
         expiry = props.message_expiry_interval
         encoded = encode_properties(Properties(**kept), 3, name)
-        block = encoded[varint_size(len(encoded) - 1):]  # drop the length prefix
+        block = encoded[varint_size(len(encoded) - 1) :]  # drop the length prefix
     return raw_topic, expiry, block, bytes(payload)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqttwire import MalformedPacket, ProtocolError, Properties
+from mqttwire import MalformedPacket, Properties, ProtocolError
 
 
 def _expected(codec: ModuleType, pub, version, qos, packet_id, retain, dup, sub_ids, expiry):
@@ -20,44 +20,94 @@ def _expected(codec: ModuleType, pub, version, qos, packet_id, retain, dup, sub_
     props = None
     if version == 5:
         src = pub.properties or Properties()
-        kept = {k: v for k, v in src.items() if k not in ("topic_alias", "subscription_identifiers")}
+        kept = {
+            k: v for k, v in src.items() if k not in ("topic_alias", "subscription_identifiers")
+        }
         if expiry is not None:
             kept["message_expiry_interval"] = expiry
         if sub_ids:
             kept["subscription_identifiers"] = list(sub_ids)
         props = Properties(**kept)
-    return codec.Publish(pub.topic, pub.payload, qos=qos, packet_id=packet_id, retain=retain,
-                         dup=dup, properties=props)
+    return codec.Publish(
+        pub.topic,
+        pub.payload,
+        qos=qos,
+        packet_id=packet_id,
+        retain=retain,
+        dup=dup,
+        properties=props,
+    )
 
 
-topics = st.text(st.characters(blacklist_characters="+#\x00", blacklist_categories=("Cs",)),
-                 min_size=1, max_size=20)
-props = st.one_of(st.none(), st.builds(
-    Properties,
-    message_expiry_interval=st.one_of(st.none(), st.integers(0, 2**32 - 1)),
-    content_type=st.one_of(st.none(), st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=5)),
-    correlation_data=st.one_of(st.none(), st.binary(max_size=5)),
-    topic_alias=st.one_of(st.none(), st.integers(1, 65535)),
-    user_properties=st.lists(st.tuples(st.just("k"), st.text(max_size=3, alphabet="abc")), max_size=2),
-))
+topics = st.text(
+    st.characters(blacklist_characters="+#\x00", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=20,
+)
+props = st.one_of(
+    st.none(),
+    st.builds(
+        Properties,
+        message_expiry_interval=st.one_of(st.none(), st.integers(0, 2**32 - 1)),
+        content_type=st.one_of(
+            st.none(),
+            st.text(
+                st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=5
+            ),
+        ),
+        correlation_data=st.one_of(st.none(), st.binary(max_size=5)),
+        topic_alias=st.one_of(st.none(), st.integers(1, 65535)),
+        user_properties=st.lists(
+            st.tuples(st.just("k"), st.text(max_size=3, alphabet="abc")), max_size=2
+        ),
+    ),
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(topic=topics, payload=st.binary(max_size=50), in_qos=st.integers(0, 2), properties=props,
-       version=st.sampled_from([3, 4, 5]), qos=st.integers(0, 2), retain=st.booleans(),
-       dup=st.booleans(), sub_ids=st.lists(st.integers(1, 268_435_455), max_size=3),
-       expiry=st.one_of(st.none(), st.integers(0, 2**32 - 1)))
-def test_matches_a_fresh_encode(codec: ModuleType, topic, payload, in_qos, properties, version,
-                                qos, retain, dup, sub_ids, expiry) -> None:
-    pub = codec.Publish(topic, payload, qos=in_qos, packet_id=1 if in_qos else None,
-                        properties=properties)
+@given(
+    topic=topics,
+    payload=st.binary(max_size=50),
+    in_qos=st.integers(0, 2),
+    properties=props,
+    version=st.sampled_from([3, 4, 5]),
+    qos=st.integers(0, 2),
+    retain=st.booleans(),
+    dup=st.booleans(),
+    sub_ids=st.lists(st.integers(1, 268_435_455), max_size=3),
+    expiry=st.one_of(st.none(), st.integers(0, 2**32 - 1)),
+)
+def test_matches_a_fresh_encode(
+    codec: ModuleType,
+    topic,
+    payload,
+    in_qos,
+    properties,
+    version,
+    qos,
+    retain,
+    dup,
+    sub_ids,
+    expiry,
+) -> None:
+    pub = codec.Publish(
+        topic, payload, qos=in_qos, packet_id=1 if in_qos else None, properties=properties
+    )
     prepared = codec.PreparedPublish(pub)
     packet_id = 77 if qos else None
     dup = dup and qos > 0
-    got = prepared.encode(version, qos=qos, packet_id=packet_id, retain=retain, dup=dup,
-                          subscription_identifiers=sub_ids, message_expiry_interval=expiry)
-    want = _expected(codec, pub, version, qos, packet_id, retain, dup,
-                     sub_ids if version == 5 else [], expiry)
+    got = prepared.encode(
+        version,
+        qos=qos,
+        packet_id=packet_id,
+        retain=retain,
+        dup=dup,
+        subscription_identifiers=sub_ids,
+        message_expiry_interval=expiry,
+    )
+    want = _expected(
+        codec, pub, version, qos, packet_id, retain, dup, sub_ids if version == 5 else [], expiry
+    )
     assert codec.decode(got, version=version) == want
     if not (version == 5 and want.properties):
         # Without properties the encoding is unique, so the bytes must be identical.
@@ -73,7 +123,8 @@ def test_v5_to_v3_drops_properties_and_v3_to_v5_gets_an_empty_block(codec: Modul
     assert codec.PreparedPublish(plain).encode(5) == bytes.fromhex("3007 0003612f62 00 78")
     # Subscription identifier 5 for this subscriber: 0B 05 in a 2-byte block.
     assert codec.PreparedPublish(plain).encode(5, subscription_identifiers=[5]) == bytes.fromhex(
-        "3009 0003612f62 02 0b05 78")
+        "3009 0003612f62 02 0b05 78"
+    )
 
 
 def test_topic_alias_is_not_forwarded(codec: ModuleType) -> None:
@@ -106,8 +157,17 @@ def test_same_bytes_in_both_implementations(both_codecs) -> None:
     props = Properties(message_expiry_interval=10, user_properties=[("a", "b")])
     out = []
     for m in (cy, py):
-        prepared = m.PreparedPublish(m.Publish("t/1", b"payload", qos=2, packet_id=3, properties=props))
-        out.append([prepared.encode(v, qos=q, packet_id=q and 9 or None, retain=r,
-                                    subscription_identifiers=[1, 2])
-                    for v in (3, 4, 5) for q in (0, 1, 2) for r in (False, True)])
+        prepared = m.PreparedPublish(
+            m.Publish("t/1", b"payload", qos=2, packet_id=3, properties=props)
+        )
+        out.append(
+            [
+                prepared.encode(
+                    v, qos=q, packet_id=q and 9 or None, retain=r, subscription_identifiers=[1, 2]
+                )
+                for v in (3, 4, 5)
+                for q in (0, 1, 2)
+                for r in (False, True)
+            ]
+        )
     assert out[0] == out[1]

@@ -20,8 +20,15 @@ def _implementation_with(env_value: str | None) -> str:
     if env_value is not None:
         env["MQTTWIRE_PURE_PYTHON"] = env_value
     out = subprocess.run(
-        [sys.executable, "-c", "import mqttwire; print(mqttwire.IMPLEMENTATION, mqttwire.Publish.__module__)"],
-        env=env, capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import mqttwire; print(mqttwire.IMPLEMENTATION, mqttwire.Publish.__module__)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout.strip()
 

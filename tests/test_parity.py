@@ -39,7 +39,9 @@ def _plain(sig: inspect.Signature) -> list[tuple[str, object, object]]:
     return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
 
 
-@pytest.mark.parametrize("name", PACKET_CLASSES + PARTS + ["StreamDecoder", "PreparedPublish", "TopicTree"])
+@pytest.mark.parametrize(
+    "name", PACKET_CLASSES + PARTS + ["StreamDecoder", "PreparedPublish", "TopicTree"]
+)
 def test_same_members(name: str, both_codecs: tuple[ModuleType, ModuleType]) -> None:
     cy, py = both_codecs
     cy_cls, py_cls = getattr(cy, name), getattr(py, name)
@@ -114,10 +116,17 @@ def _sample(m: ModuleType) -> list[object]:
         m.ConnAck(session_present=True),
         m.Publish("a/b", b"p" * 100, qos=2, packet_id=9, retain=True),
         m.PubAck(1, reason_code=0x10, properties=props),
-        m.PubRec(2), m.PubRel(3), m.PubComp(4),
+        m.PubRec(2),
+        m.PubRel(3),
+        m.PubComp(4),
         m.Subscribe(5, [m.Subscription("a/+", qos=1, no_local=True, retain_handling=2)]),
-        m.SubAck(5, [0, 0x80]), m.Unsubscribe(6, ["a/#"]), m.UnsubAck(6, [0x11]),
-        m.PingReq(), m.PingResp(), m.Disconnect(reason_code=4), m.Auth(),
+        m.SubAck(5, [0, 0x80]),
+        m.Unsubscribe(6, ["a/#"]),
+        m.UnsubAck(6, [0x11]),
+        m.PingReq(),
+        m.PingResp(),
+        m.Disconnect(reason_code=4),
+        m.Auth(),
     ]
 
 
@@ -146,8 +155,12 @@ def test_stub_names_match_the_extension(both_codecs: tuple[ModuleType, ModuleTyp
     """_speedups.pyi re-exports _pure's types; it must name exactly the extension's API."""
     stub = pathlib.Path(mqttwire.__file__).with_name("_speedups.pyi")
     tree = ast.parse(stub.read_text())
-    names = {alias.asname for node in tree.body if isinstance(node, ast.ImportFrom)
-             for alias in node.names}
+    names = {
+        alias.asname
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
     assert names == set(both_codecs[0].__all__) == set(_pure.__all__)
 
 
