@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -111,12 +112,14 @@ def tcpdump(path: str, port: int) -> Iterator[subprocess.Popen[bytes]]:
 
     Waits until tcpdump says it is listening; stops it with SIGINT and waits, so the
     file is complete.  --immediate-mode: otherwise libpcap hands packets over in blocks
-    after a timeout, and those still waiting at SIGINT are lost.  Raises RuntimeError
-    (with tcpdump's words) if it cannot capture.
+    after a timeout, and those still waiting at SIGINT are lost.  -B: a 32 MiB kernel
+    buffer, so a busy machine that keeps tcpdump off the CPU for a while drops nothing.
+    Raises RuntimeError (with tcpdump's words) if it cannot capture, and PacketsDropped
+    if the kernel dropped packets all the same (the capture then has holes).
     """
     proc = subprocess.Popen(
         ["tcpdump", "-i", "lo", "-w", path, "-U", "--immediate-mode", "-s", "0",
-         f"tcp port {port}"],
+         "-B", "32768", f"tcp port {port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
@@ -130,7 +133,14 @@ def tcpdump(path: str, port: int) -> Iterator[subprocess.Popen[bytes]]:
         time.sleep(0.3)  # let the last segments (FINs, ACKs) reach the capture
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=10)
+        summary = proc.communicate(timeout=10)[1].decode(errors="replace")
+    dropped = re.search(r"(\d+) packets? dropped by kernel", summary)
+    if dropped and int(dropped.group(1)):
+        raise PacketsDropped(f"tcpdump: {dropped.group(0)}")
+
+
+class PacketsDropped(Exception):
+    """The kernel dropped packets during a capture: the file has holes."""
 
 
 def _client(tool: str, level: str, port: int, *args: str) -> list[str]:
@@ -204,9 +214,16 @@ def capture(path: str, workdir: str, port: int | None = None) -> int:
     ``port`` (default: a free one); return the port."""
     if port is None:
         port = free_port()
-    with broker(port, workdir), tcpdump(path, port):
-        run_scenario(port)
-    return port
+    for attempt in range(3):
+        try:
+            with broker(port, workdir), tcpdump(path, port):
+                run_scenario(port)
+            return port
+        except PacketsDropped as exc:
+            # A capture with holes cannot be checked against what was sent: run the
+            # scenario again (a fresh broker, so retained state starts empty).
+            print(f"capture attempt {attempt + 1}: {exc}; trying again", file=sys.stderr)
+    raise RuntimeError("tcpdump kept dropping packets on this machine (3 attempts)")
 
 
 def main(argv: list[str]) -> int:

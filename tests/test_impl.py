@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import mqttwire
 
 
@@ -33,6 +35,7 @@ def _implementation_with(env_value: str | None) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.c_extension
 def test_environment_variable_selects_the_fallback() -> None:
     assert _implementation_with("1") == "python mqttwire._pure"
     assert _implementation_with(None) == "cython mqttwire._speedups"

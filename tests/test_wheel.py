@@ -1,0 +1,211 @@
+"""The distributions: what the sdist and the wheel hold, and that the installed wheel works.
+
+One build per run (about a minute, marker ``packaging``): the sdist is built from a copy of
+the working tree, and the wheel from that sdist, as the release workflow does with
+cibuildwheel.  The wheel is then tested as cibuildwheel tests every release wheel, with the
+test-sources and test-command of pyproject's [tool.cibuildwheel]: installed with its test
+extra into a new virtualenv, the suite run from a directory outside the source tree, so
+that ``import mqttwire`` can only find the installed wheel.  This needs the source checkout
+and a network path to PyPI (build requirements, test dependencies).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+pytestmark = pytest.mark.packaging
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Not sources: left out of the copy that the sdist is built from.  Compiled extensions and
+# generated C stay in the copy on purpose, so that the sdist test proves MANIFEST.in keeps
+# them out.
+_NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis",
+    ".pytest_cache", ".benchmarks",
+)  # fmt: skip
+
+# Files generated from sources, or built for one platform: never in the sdist.
+_GENERATED = (".c", ".so", ".pyd", ".html", ".pyc")
+
+
+@dataclass(frozen=True)
+class Dists:
+    source: Path  # the copy of the working tree that the sdist was built from
+    sdist: Path
+    wheel: Path
+
+
+def _environ() -> dict[str, str]:
+    """The environment for the builds and the wheel venv: nothing that points back at the
+    source tree or asks for a pure build."""
+    env = dict(os.environ)
+    for name in ("MQTTWIRE_PURE_PYTHON", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    return env
+
+
+def _run(
+    args: list[str | Path], *, cwd: Path, timeout: int, env: dict[str, str] | None = None
+) -> str:
+    """Run a command; on failure, fail the test with its whole output."""
+    proc = subprocess.run(
+        [str(a) for a in args],
+        check=False,  # the output goes into the failure message below
+        cwd=cwd,
+        env=env or _environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}", pytrace=False
+        )
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    """Build the sdist, then the wheel from the unpacked sdist, with `python -m build`."""
+    top = tmp_path_factory.mktemp("dists")
+    source = top / "source"
+    shutil.copytree(REPO, source, ignore=_NOT_SOURCES)
+    env = _environ()
+    # Build with the Cython that CI pins (`build` installs build requirements with a plain
+    # `pip install`, which PIP_CONSTRAINT governs).
+    env["PIP_CONSTRAINT"] = str(source / "requirements" / "cython.txt")
+    # Without --sdist/--wheel, `build` makes the sdist and then the wheel from it.
+    _run(
+        [sys.executable, "-m", "build", "--outdir", top / "dist", source],
+        cwd=top,
+        env=env,
+        timeout=900,
+    )
+    (sdist,) = (top / "dist").glob("*.tar.gz")
+    (wheel,) = (top / "dist").glob("*.whl")
+    return Dists(source, sdist, wheel)
+
+
+def _package_sources(root: Path) -> set[str]:
+    """Paths, relative to `root`, of the files under mqttwire/ that are sources."""
+    return {
+        p.relative_to(root).as_posix()
+        for p in (root / "mqttwire").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(_GENERATED)
+    }
+
+
+def test_sdist_has_sources_and_no_generated_files(dists: Dists) -> None:
+    with tarfile.open(dists.sdist) as tar:
+        # Every member sits under one top directory, "mqttwire-<version>/".
+        names = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
+    assert "mqttwire/_speedups.pyx" in names
+    missing = _package_sources(dists.source) - names
+    assert not missing, f"package sources missing from the sdist: {sorted(missing)}"
+    for needed in (
+        "pyproject.toml", "setup.py", "README.md", "requirements/cython.txt",
+        "tests/conftest.py", "examples/demo.py",
+    ):  # fmt: skip
+        assert needed in names, f"{needed} missing from the sdist"
+    generated = sorted(n for n in names if n.endswith(_GENERATED))
+    assert not generated, f"generated or compiled files in the sdist: {generated}"
+
+
+def test_wheel_has_extension_and_typing_files_and_no_sources(dists: Dists) -> None:
+    assert not dists.wheel.name.endswith("-none-any.whl"), "a pure wheel was built: no compiler?"
+    with zipfile.ZipFile(dists.wheel) as whl:
+        names = set(whl.namelist())
+    # One compiled module per .pyx, e.g. mqttwire/_speedups.cpython-311-x86_64-linux-gnu.so.
+    for pyx in sorted((dists.source / "mqttwire").rglob("*.pyx")):
+        stem = pyx.relative_to(dists.source).with_suffix("").as_posix()
+        assert any(stem + suffix in names for suffix in EXTENSION_SUFFIXES), f"no compiled {stem}"
+    assert "mqttwire/py.typed" in names
+    assert "mqttwire/_speedups.pyi" in names
+    missing = {p for p in _package_sources(dists.source) if p.endswith(".py")} - names
+    assert not missing, f"modules missing from the wheel (a package not listed?): {sorted(missing)}"
+    sources = sorted(n for n in names if n.endswith((".pyx", ".pxd", ".c", ".html")))
+    assert not sources, f"build sources in the wheel: {sources}"
+
+
+def _cibuildwheel_test_config(project: Path) -> tuple[list[str], str]:
+    """[tool.cibuildwheel]'s test-sources, and its test-command joined with && as
+    cibuildwheel joins a list.  With test-sources, the command uses paths relative to the
+    directory it runs in, not the {project} placeholder."""
+    with open(project / "pyproject.toml", "rb") as f:
+        cibw = tomllib.load(f)["tool"]["cibuildwheel"]
+    return cibw["test-sources"], " && ".join(cibw["test-command"])
+
+
+def test_installed_wheel_passes_the_release_test_command(
+    dists: Dists, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What cibuildwheel does with each wheel it builds, done here with this one: install it
+    with the test extra into a new virtualenv, copy the test-sources into an empty directory
+    and run the test-command there, outside the source tree."""
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", venv], cwd=tmp_path, timeout=300)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    # The wheel file itself, with the test extra's dependencies from the index.
+    _run(
+        [bin_dir / "python", "-m", "pip", "install", "--quiet", f"{dists.wheel}[test]"],
+        cwd=tmp_path,
+        timeout=900,
+    )
+
+    test_sources, test_command = _cibuildwheel_test_config(dists.source)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in test_sources:
+        origin = dists.source / name
+        if origin.is_dir():
+            shutil.copytree(origin, run_dir / name, ignore=_NOT_SOURCES)
+        else:
+            shutil.copy2(origin, run_dir / name)
+    env = _environ()
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"  # `python` is the venv's
+
+    # The compiled module must be what `import mqttwire` picks, from the venv: a silent
+    # fallback to _pure, or an import of the source tree, would pass every test.
+    probe = "import mqttwire; print(mqttwire.IMPLEMENTATION); print(mqttwire.__file__)"
+    out = _run(["python", "-c", probe], cwd=run_dir, env=env, timeout=60)
+    implementation, location = out.splitlines()
+    assert implementation == "cython"
+    assert Path(location).resolve().is_relative_to(venv.resolve()), location
+
+    proc = subprocess.run(
+        test_command,
+        shell=True,  # cibuildwheel runs the test-command in a shell too
+        check=False,  # judged below, with the end of the output in the message
+        cwd=run_dir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=1200,
+    )
+    # Only the end of the output (the short summary of failures) goes into the report:
+    # the whole of it would bury this run's own summary.
+    exit_code, lines = proc.returncode, proc.stdout.rstrip().splitlines() or ["(no output)"]
+    summary, tail = lines[-1], "\n".join(lines[-60:])
+    # pytest's exit code 5 is "no test collected": a failure too, since it proves nothing.
+    assert exit_code == 0, f"{test_command}\nexited {exit_code}:\n...\n{tail}"
+    assert " passed" in summary, summary
+    with capsys.disabled():
+        print(f"\n[wheel venv: {test_command}]\n{summary}")
