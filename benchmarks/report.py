@@ -1,5 +1,6 @@
-"""Print a pytest-benchmark JSON file as a markdown table: median per implementation and
-the ratio python / cython, one row per benchmark group.
+"""Print a pytest-benchmark JSON file as a markdown table: median per operation for each
+implementation and the ratio python / cython, one row per benchmark group.  A benchmark
+whose extra_info has "ops" timed that many operations per call; its median is divided.
 
     python benchmarks/report.py bench-codec.json
 """
@@ -31,7 +32,8 @@ def main(path: str) -> None:
         data = json.load(f)
     rows: dict[str, dict[str, float]] = defaultdict(dict)
     for bench in data["benchmarks"]:
-        rows[bench["group"] or bench["name"]][_impl(bench["name"])] = bench["stats"]["median"]
+        ops = bench.get("extra_info", {}).get("ops", 1)
+        rows[bench["group"] or bench["name"]][_impl(bench["name"])] = bench["stats"]["median"] / ops
     info = data.get("machine_info", {})
     print(f"Python {info.get('python_version', '?')}, {info.get('cpu', {}).get('brand_raw', '?')}")
     print()
