@@ -77,6 +77,10 @@ _TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
 #: attribute name -> identifier, in identifier order (the order encoding writes them in).
 PROPERTY_NAMES: dict[str, int] = {name: pid for pid, (name, _, _) in _TABLE.items()}
 
+
+def _by_identifier(item: tuple[str, Any]) -> int:
+    return PROPERTY_NAMES[item[0]]
+
 # Byte properties whose only values are 0 and 1 (MQTT 5.0 §3.1.2.11.7, §3.1.2.11.6,
 # §3.2.2.3.4, §3.2.2.3.5, §3.2.2.3.11-13; §3.3.2.3.2 for the Payload Format Indicator).
 _BOOLEAN_BYTES = frozenset((0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A))
@@ -85,6 +89,7 @@ _BOOLEAN_BYTES = frozenset((0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A))
 # (§3.3.2.3.8).
 _NONZERO = frozenset((0x21, 0x27, 0x23, 0x0B))
 _MAX = {BYTE: 0xFF, U16: 0xFFFF, U32: 0xFFFF_FFFF, VARINT: 268_435_455}
+_SIZE = {BYTE: 1, U16: 2, U32: 4}  # bytes of the fixed-size integer types
 
 
 def _title(name: str) -> str:
@@ -169,16 +174,22 @@ class Properties:
             raise AttributeError(f"Properties has no property {name!r}")
         object.__setattr__(self, name, value)
 
-    def items(self) -> Iterator[tuple[str, Any]]:
+    def items(self) -> list[tuple[str, Any]]:
         """The properties that are present, as (name, value), in identifier order."""
-        d = self.__dict__
-        for name in PROPERTY_NAMES:
-            value = d.get(name)
+        # Only the instance dict holds present properties: a packet has a few of 27.
+        present = []
+        for name, value in self.__dict__.items():
             if value is not None and value != []:
-                yield name, value
+                present.append((name, value))
+        if len(present) > 1:
+            present.sort(key=_by_identifier)
+        return present
 
     def __bool__(self) -> bool:
-        return any(True for _ in self.items())
+        for value in self.__dict__.values():
+            if value is not None and value != []:
+                return True
+        return False
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Properties):
@@ -314,8 +325,7 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
     has_data = False
     for name, value in props.items():
         pid = PROPERTY_NAMES[name]
-        _, kind, allowed = _TABLE[pid]
-        field = _title(name)
+        _, kind, allowed, field = _DECODE[pid]
         if ptype not in allowed:
             where = "will properties" if ptype == WILL else pname
             raise MalformedPacket(
@@ -354,8 +364,7 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
             has_data |= pid == 0x16
         else:
             _check_int(pname, pid, field, kind, value)
-            size = {BYTE: 1, U16: 2, U32: 4}[kind]
-            out += value.to_bytes(size, "big")
+            out += value.to_bytes(_SIZE[kind], "big")
     if has_data and not has_method:
         raise ProtocolError(
             pname,

@@ -31,6 +31,7 @@ from ._ctopics import (
     validate_topic_filter,
     validate_topic_name,
 )
+from . import _properties
 from ._properties import Properties, decode_properties, encode_properties, same_properties
 from ._wire import (
     as_buffer,
@@ -92,6 +93,24 @@ for _v in range(3):
 for _t in range(4):
     for _b in range(256):
         _ACK_CODE_OK[_t][_b] = _b in REASON_CODES[_t + 4]
+
+# The property table of _properties, as C arrays for the encoder's fast path:
+# _PROP_KIND[id] (-1 unknown), _PROP_ALLOWED[id] (bit t: allowed in packet type t; bit 16:
+# Will Properties), _PROP_FLAGS[id] (1: only 0 or 1; 2: not 0).
+cdef int _PROP_KIND[128]
+cdef unsigned int _PROP_ALLOWED[128]
+cdef unsigned char _PROP_FLAGS[128]
+for _b in range(128):
+    _PROP_KIND[_b] = -1
+    _PROP_ALLOWED[_b] = 0
+    _PROP_FLAGS[_b] = 0
+for _b, (_name, _kind, _allowed) in _properties._TABLE.items():
+    _PROP_KIND[_b] = _kind
+    for _t in _allowed:
+        _PROP_ALLOWED[_b] |= 1u << _t
+    _PROP_FLAGS[_b] = (1 if _b in _properties._BOOLEAN_BYTES else 0) | (
+        2 if _b in _properties._NONZERO else 0)
+cdef object _PROPERTY_IDS = _properties.PROPERTY_NAMES
 
 # Cached Python objects used on the hot path.
 cdef object _PUBLISH = "PUBLISH"
@@ -603,13 +622,128 @@ cdef inline Py_ssize_t _write_varint(unsigned char* out, Py_ssize_t value) noexc
         i += 1
 
 
+cdef inline bint _utf8_field(bytearray out, object text, bint is_topic):
+    """Append a length-prefixed UTF-8 string; False (nothing to trust) when it is not a
+    plain str the decoder would accept: the caller then lets the shared encoder decide."""
+    cdef const char* raw
+    cdef Py_ssize_t n, i
+    cdef unsigned char c
+    if type(text) is not str:
+        return False
+    try:
+        raw = PyUnicode_AsUTF8AndSize(text, &n)
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    if n > 0xFFFF:
+        return False
+    for i in range(n):
+        c = <unsigned char>raw[i]
+        if c == 0 or (is_topic and (c == 0x2B or c == 0x23)):
+            return False
+    out.append(n >> 8)
+    out.append(n & 0xFF)
+    out.extend(PyBytes_FromStringAndSize(raw, n))
+    return True
+
+
+cdef list _present(object props):
+    """(identifier, value) of the properties present in a Properties, in identifier order:
+    what Properties.items() gives, read straight from the instance dict."""
+    cdef list present = []
+    for name, value in (<dict>props.__dict__).items():
+        if value is not None and not (type(value) is list and not value):
+            present.append((_PROPERTY_IDS[name], value))
+    if len(present) > 1:
+        present.sort()  # identifiers are unique, so values are never compared
+    return present
+
+
+cdef bytearray _shared_block(object props, int ptype, object pname):
+    """The shared encoder's property block without its length prefix (it raises when the
+    properties are invalid, which is why the fast path hands them over)."""
+    block = encode_properties(props, ptype, pname)
+    return bytearray(block[_varint_size(len(block) - 1):])
+
+
+cdef bytearray _encode_properties(object props, list present, int ptype, object pname):
+    """The properties of a property block, without its length prefix, as
+    _properties.encode_properties writes them; ``present`` is _present(props).
+    Well-typed, valid properties are written here; anything else goes to the shared
+    encoder, which raises its exact error."""
+    cdef bytearray out = bytearray()
+    cdef int pid, kind
+    cdef unsigned int allowed_bit = 1u << ptype
+    cdef long long v, limit
+    cdef bint has_method = False, has_data = False
+    for pid, value in present:
+        kind = _PROP_KIND[pid]
+        if not _PROP_ALLOWED[pid] & allowed_bit:
+            return _shared_block(props, ptype, pname)
+        if kind <= 2:  # BYTE, U16, U32
+            limit = 0xFF if kind == 0 else 0xFFFF if kind == 1 else 0xFFFFFFFF
+            # Range first, on the Python int: a huge one must not overflow the C type.
+            if type(value) is not int or not 0 <= value <= limit:
+                return _shared_block(props, ptype, pname)
+            v = value
+            if (_PROP_FLAGS[pid] & 1 and v > 1) or (
+                    _PROP_FLAGS[pid] & 2 and v == 0):
+                return _shared_block(props, ptype, pname)
+            out.append(pid)
+            if kind == 2:
+                out.append((v >> 24) & 0xFF)
+                out.append((v >> 16) & 0xFF)
+            if kind >= 1:
+                out.append((v >> 8) & 0xFF)
+            out.append(v & 0xFF)
+        elif kind == 3:  # VARINT: the Subscription Identifiers, one or more
+            if type(value) is not list or (len(value) > 1 and ptype != 3):
+                return _shared_block(props, ptype, pname)
+            for ident in value:
+                if type(ident) is not int or not 0 < ident <= MQTTWIRE_MAX_REMAINING_LENGTH:
+                    return _shared_block(props, ptype, pname)
+                v = ident
+                out.append(pid)
+                while v >= 0x80:
+                    out.append((v & 0x7F) | 0x80)
+                    v >>= 7
+                out.append(v)
+        elif kind == 4:  # UTF-8 string; a Response Topic is a topic name [MQTT-3.3.2-14]
+            out.append(pid)
+            if not _utf8_field(out, value, pid == 0x08):
+                return _shared_block(props, ptype, pname)
+            has_method |= pid == 0x15
+        elif kind == 5:  # Binary Data
+            if type(value) is not bytes or len(value) > 0xFFFF:
+                return _shared_block(props, ptype, pname)
+            out.append(pid)
+            out.append(len(value) >> 8)
+            out.append(len(value) & 0xFF)
+            out.extend(value)
+            has_data |= pid == 0x16
+        else:  # User Properties: (name, value) string pairs, in order
+            if type(value) is not list:
+                return _shared_block(props, ptype, pname)
+            for pair in value:
+                if type(pair) is not tuple or len(pair) != 2:
+                    return _shared_block(props, ptype, pname)
+                out.append(pid)
+                if not (_utf8_field(out, pair[0], False) and _utf8_field(out, pair[1], False)):
+                    return _shared_block(props, ptype, pname)
+    if has_data and not has_method:
+        return _shared_block(props, ptype, pname)
+    return out
+
+
 cdef object _encode_publish(Publish pkt, object version_obj):
     cdef int version = _check_version(version_obj)
     cdef object qos_obj = pkt.qos
     cdef object topic = pkt.topic
     cdef object payload = pkt.payload
     cdef object pid_obj = pkt.packet_id
-    cdef object props_block = None
+    cdef bytearray props_block = None
+    cdef Py_ssize_t props_len = 0
+    cdef object props
+    cdef list present
     cdef const char* topic_utf8
     cdef Py_ssize_t topic_len, i, body, total, n, payload_len
     cdef long qos, packet_id = 0
@@ -639,15 +773,22 @@ cdef object _encode_publish(Publish pkt, object version_obj):
         c = <unsigned char>topic_utf8[i]
         if c == 0 or c == 0x2B or c == 0x23:  # U+0000, '+', '#'
             return _pure._encode_publish(pkt, version)
-    if pkt.properties:
-        if version != 5:
+    props = pkt.properties
+    if props is not None:
+        if type(props) is not Properties:
             return _pure._encode_publish(pkt, version)
-        props_block = encode_properties(pkt.properties, 3, _PUBLISH)
+        present = _present(props)
+        if present:  # an empty Properties counts as none
+            if version != 5:
+                return _pure._encode_publish(pkt, version)
+            props_block = _encode_properties(props, present, 3, _PUBLISH)
 
     payload_len = PyBytes_GET_SIZE(payload)
     body = 2 + topic_len + (2 if qos else 0) + payload_len
     if version == 5:
-        body += 1 if props_block is None else PyBytes_GET_SIZE(props_block)
+        if props_block is not None:
+            props_len = PyByteArray_GET_SIZE(props_block)
+        body += _varint_size(props_len) + props_len
     if body > MQTTWIRE_MAX_REMAINING_LENGTH:
         return _pure._encode_publish(pkt, version)
     total = 1 + _varint_size(body) + body
@@ -665,12 +806,10 @@ cdef object _encode_publish(Publish pkt, object version_obj):
         out[n + 1] = <unsigned char>(packet_id & 0xFF)
         n += 2
     if version == 5:
-        if props_block is None:
-            out[n] = 0
-            n += 1
-        else:
-            memcpy(out + n, PyBytes_AS_STRING(props_block), PyBytes_GET_SIZE(props_block))
-            n += PyBytes_GET_SIZE(props_block)
+        n += _write_varint(out + n, props_len)
+        if props_len:
+            memcpy(out + n, PyByteArray_AS_STRING(props_block), props_len)
+            n += props_len
     memcpy(out + n, PyBytes_AS_STRING(payload), payload_len)
     return result
 
