@@ -9,7 +9,6 @@ build when decoding (unlike ``__slots__``, which would need every slot set).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from ._constants import PacketType as P

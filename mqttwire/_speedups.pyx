@@ -207,7 +207,7 @@ cdef class Connect(_PacketBase):
         return "MQIsdp" if self.protocol_version == 3 else "MQTT"
 
     def encode(self, version=5):
-        return _cold.encode_connect(self)
+        return _encode_connect(self)
 
     def __eq__(self, other):
         if not same_kind(self, other):
@@ -732,6 +732,88 @@ cdef bytearray _encode_properties(object props, list present, int ptype, object 
     if has_data and not has_method:
         return _shared_block(props, ptype, pname)
     return out
+
+
+cdef inline bint _append_block(bytearray out, object props, int ptype, object pname):
+    """Append a v5 property block (length prefix, then properties); False, appending
+    nothing, when ``props`` is neither None nor a Properties (the caller falls back)."""
+    cdef bytearray block = None
+    cdef list present
+    if props is not None:
+        if type(props) is not Properties:
+            return False
+        present = _present(props)
+        if present:
+            block = _encode_properties(props, present, ptype, pname)
+    if block is None:
+        out.append(0)
+        return True
+    out.extend(_varint_prefix(PyByteArray_GET_SIZE(block)))
+    out.extend(block)
+    return True
+
+
+cdef bytes _varint_prefix(Py_ssize_t value):
+    cdef unsigned char buf[4]
+    return PyBytes_FromStringAndSize(<char*>buf, _write_varint(buf, value))
+
+
+cdef object _encode_connect(Connect pkt):
+    """CONNECT (MQTT 5.0 §3.1) for well-typed, valid fields; anything else is handed to the
+    shared _cold.encode_connect, which raises exactly the reference's error."""
+    cdef object level = pkt.protocol_version, keep_alive = pkt.keep_alive, will = pkt.will
+    cdef object username = pkt.username, password = pkt.password
+    cdef bytearray body = bytearray()
+    cdef int version, flags = 0
+    cdef Will w = None
+    if type(level) is not int or not 3 <= level <= 5 or type(keep_alive) is not int or (
+            not 0 <= keep_alive <= 0xFFFF):
+        return _cold.encode_connect(pkt)
+    version = level
+    if will is not None:
+        if type(will) is not Will:
+            return _cold.encode_connect(pkt)
+        w = will
+        if type(w.qos) is not int or not 0 <= w.qos <= 2 or type(w.payload) is not bytes or (
+                len(w.payload) > 0xFFFF) or not w.topic or (version < 5 and w.properties):
+            return _cold.encode_connect(pkt)
+        flags |= 0x04 | (<int>w.qos << 3) | (0x20 if w.retain else 0)
+    if username is not None:
+        flags |= 0x80
+    if password is not None:
+        if type(password) is not bytes or len(password) > 0xFFFF or (
+                username is None and version < 5):
+            return _cold.encode_connect(pkt)
+        flags |= 0x40
+    if pkt.clean_start:
+        flags |= 0x02
+    if version < 5 and pkt.properties:
+        return _cold.encode_connect(pkt)
+    # Protocol Name (MQIsdp for 3.1, MQTT after), Protocol Level, Connect Flags, Keep Alive
+    body.extend(b"\x00\x06MQIsdp" if version == 3 else b"\x00\x04MQTT")
+    body.append(version)
+    body.append(flags)
+    body.append(keep_alive >> 8)
+    body.append(keep_alive & 0xFF)
+    if version == 5 and not _append_block(body, pkt.properties, 1, "CONNECT"):
+        return _cold.encode_connect(pkt)
+    if not _utf8_field(body, pkt.client_id, False):
+        return _cold.encode_connect(pkt)
+    if w is not None:
+        if version == 5 and not _append_block(body, w.properties, 16, "CONNECT"):
+            return _cold.encode_connect(pkt)  # 16 above: the Will Properties
+        if not _utf8_field(body, w.topic, True):  # a topic name: no wildcards, no U+0000
+            return _cold.encode_connect(pkt)
+        body.append(len(w.payload) >> 8)
+        body.append(len(w.payload) & 0xFF)
+        body.extend(w.payload)
+    if username is not None and not _utf8_field(body, username, False):
+        return _cold.encode_connect(pkt)
+    if password is not None:
+        body.append(len(password) >> 8)
+        body.append(len(password) & 0xFF)
+        body.extend(password)
+    return b"\x10" + _varint_prefix(PyByteArray_GET_SIZE(body)) + bytes(body)
 
 
 cdef object _encode_publish(Publish pkt, object version_obj):

@@ -168,3 +168,60 @@ def test_package_reexports_the_chosen_implementation() -> None:
     impl = mqttwire._impl.impl
     for name in impl.__all__:
         assert getattr(mqttwire, name) is getattr(impl, name), name
+
+
+def _outcome(make) -> str:
+    try:
+        return make().hex()
+    except Exception as exc:  # noqa: BLE001 - the class and message are what is compared
+        return f"{type(exc).__name__}: {exc}"
+
+
+BAD_FIELDS = [
+    # The extension encodes well-typed, valid packets in C and hands everything else to the
+    # shared reference encoder: these reach that hand-over, and must end alike.
+    ("Publish", ("t",), {"properties": {"a": 1}}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(topic_alias=0)}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(message_expiry_interval=2**40)}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(user_properties=[("a", "\x00")])}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(response_topic="a/#")}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(correlation_data="text")}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(subscription_identifiers=[0])}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(session_expiry_interval=1)}),
+    ("Publish", ("t\ud800",), {}),
+    ("Publish", ("t",), {"qos": 1}),
+    ("Connect", ("c",), {"properties": {"a": 1}}),
+    ("Connect", ("c",), {"keep_alive": 70_000}),
+    ("Connect", ("c",), {"protocol_version": 4, "password": b"x"}),
+    ("Connect", ("c",), {"protocol_version": 4,
+                         "properties": mqttwire.Properties(session_expiry_interval=1)}),
+    ("Connect", ("c",), {"properties": mqttwire.Properties(topic_alias=3)}),
+    ("Connect", ("c\x00",), {}),
+    ("PubAck", (0,), {}),
+    ("PubAck", (1,), {"reason_code": 0x99, "properties": mqttwire.Properties(reason_string="r")}),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "kwargs"), BAD_FIELDS)
+@pytest.mark.parametrize("version", [4, 5])
+def test_encoder_hand_over_gives_the_same_outcome(
+    both_codecs: tuple[ModuleType, ModuleType], name: str, args: tuple, kwargs: dict, version: int
+) -> None:
+    cy, py = both_codecs
+    outcomes = [_outcome(lambda m=m: getattr(m, name)(*args, **kwargs).encode(version))
+                for m in (cy, py)]
+    assert outcomes[0] == outcomes[1]
+
+
+def test_encoder_hand_over_for_will_fields(both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    cy, py = both_codecs
+    for will_kwargs in ({"qos": 3}, {"topic": "a/+"}, {"topic": ""}, {"payload": "text"},
+                        {"properties": mqttwire.Properties(will_delay_interval=5)},
+                        {"properties": mqttwire.Properties(topic_alias=5)}):
+        fields = {"topic": "w", **will_kwargs}
+        topic = fields.pop("topic")
+        outcomes = [
+            _outcome(lambda m=m, t=topic, f=fields: m.Connect("c", will=m.Will(t, **f)).encode())
+            for m in (cy, py)
+        ]
+        assert outcomes[0] == outcomes[1], will_kwargs
