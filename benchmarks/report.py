@@ -31,9 +31,15 @@ def main(path: str) -> None:
     with open(path) as f:
         data = json.load(f)
     rows: dict[str, dict[str, float]] = defaultdict(dict)
+    functions: dict[str, set[str]] = defaultdict(set)
+    for bench in data["benchmarks"]:
+        functions[bench["group"] or ""].add(bench["name"].split("[")[0])
     for bench in data["benchmarks"]:
         ops = bench.get("extra_info", {}).get("ops", 1)
-        rows[bench["group"] or bench["name"]][_impl(bench["name"])] = bench["stats"]["median"] / ops
+        row = bench["group"] or bench["name"]
+        if len(functions[bench["group"] or ""]) > 1:  # several methods compared in a group
+            row += f" ({bench['name'].split('[')[0].removeprefix('test_')})"
+        rows[row][_impl(bench["name"])] = bench["stats"]["median"] / ops
     info = data.get("machine_info", {})
     print(f"Python {info.get('python_version', '?')}, {info.get('cpu', {}).get('brand_raw', '?')}")
     print()

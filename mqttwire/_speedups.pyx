@@ -622,6 +622,14 @@ cdef inline Py_ssize_t _write_varint(unsigned char* out, Py_ssize_t value) noexc
         i += 1
 
 
+cdef inline int _extend(bytearray out, const char* data, Py_ssize_t n) except -1:
+    """Append n bytes to ``out`` without a temporary bytes object."""
+    cdef Py_ssize_t have = PyByteArray_GET_SIZE(out)
+    PyByteArray_Resize(out, have + n)
+    memcpy(PyByteArray_AS_STRING(out) + have, data, n)
+    return 0
+
+
 cdef inline bint _utf8_field(bytearray out, object text, bint is_topic):
     """Append a length-prefixed UTF-8 string; False (nothing to trust) when it is not a
     plain str the decoder would accept: the caller then lets the shared encoder decide."""
@@ -642,7 +650,7 @@ cdef inline bint _utf8_field(bytearray out, object text, bint is_topic):
             return False
     out.append(n >> 8)
     out.append(n & 0xFF)
-    out.extend(PyBytes_FromStringAndSize(raw, n))
+    _extend(out, raw, n)
     return True
 
 
@@ -813,7 +821,18 @@ cdef object _encode_connect(Connect pkt):
         body.append(len(password) >> 8)
         body.append(len(password) & 0xFF)
         body.extend(password)
-    return b"\x10" + _varint_prefix(PyByteArray_GET_SIZE(body)) + bytes(body)
+    return _frame(0x10, body)
+
+
+cdef bytes _frame(unsigned char b0, bytearray body):
+    """First byte, Remaining Length, then ``body``: written once into the result."""
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(body), n
+    cdef bytes result = PyBytes_FromStringAndSize(NULL, 1 + _varint_size(size) + size)
+    cdef unsigned char* out = <unsigned char*>PyBytes_AS_STRING(result)
+    out[0] = b0
+    n = 1 + _write_varint(out + 1, size)
+    memcpy(out + n, PyByteArray_AS_STRING(body), size)
+    return result
 
 
 cdef object _encode_publish(Publish pkt, object version_obj):
