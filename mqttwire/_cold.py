@@ -449,20 +449,20 @@ def encode_unsubscribe(pkt: Any, version: int) -> bytes:
 
 
 def _ack_codes(ptype: int, version: int) -> tuple[frozenset[int], str]:
+    """The codes a SUBACK or UNSUBACK may carry at ``version``, and the rule to cite."""
     if version == 5:
         return REASON_CODES[ptype], "reason_code"
     return V3_SUBACK_CODES[3 if version == 3 else 4], "suback_return_code"
 
 
-def decode_suback(data: Buffer, pos: int, end: int, b0: int, version: int, ns: Any) -> Any:
-    name = "SUBACK"
-    packet_id, properties, pos = _read_head(data, pos, end, P.SUBACK, name, version)
-    allowed, key = _ack_codes(P.SUBACK, version)
+def _read_codes(
+    data: Buffer, pos: int, end: int, ptype: int, name: str, version: int
+) -> list[int]:
+    """The payload of a SUBACK or v5 UNSUBACK: one code per topic filter, so at least one."""
+    allowed, key = _ack_codes(ptype, version)
     if pos >= end:
         raise MalformedPacket(
-            name,
-            "no reason code (one is due for each topic filter)",
-            offset=pos,
+            name, "no reason code (one is due for each topic filter)", offset=pos,
             rule=rule(key, version),
         )
     codes = []
@@ -470,82 +470,62 @@ def decode_suback(data: Buffer, pos: int, end: int, b0: int, version: int, ns: A
         code = data[pos]
         if code not in allowed:
             raise MalformedPacket(
-                name,
-                f"reason code 0x{code:02X} is not defined for {name}",
-                offset=pos,
+                name, f"reason code 0x{code:02X} is not defined for {name}", offset=pos,
                 rule=rule(key, version),
             )
         codes.append(code)
         pos += 1
+    return codes
+
+
+def _write_codes(pkt: Any, ptype: int, name: str, version: int) -> bytes:
+    """The encoding side of :func:`_read_codes`."""
+    allowed, key = _ack_codes(ptype, version)
+    if not pkt.reason_codes:
+        raise MalformedPacket(name, "no reason code", rule=rule(key, version))
+    for code in pkt.reason_codes:
+        if code not in allowed:
+            raise MalformedPacket(
+                name, f"reason code {code!r} is not defined for {name} at level {version}",
+                rule=rule(key, version),
+            )
+    return bytes(pkt.reason_codes)
+
+
+def decode_suback(data: Buffer, pos: int, end: int, b0: int, version: int, ns: Any) -> Any:
+    name = "SUBACK"
+    packet_id, properties, pos = _read_head(data, pos, end, P.SUBACK, name, version)
+    codes = _read_codes(data, pos, end, P.SUBACK, name, version)
     return ns.SubAck(packet_id, codes, properties=properties)
 
 
 def encode_suback(pkt: Any, version: int) -> bytes:
     name = "SUBACK"
     body = _write_head(pkt, P.SUBACK, name, version)
-    allowed, key = _ack_codes(P.SUBACK, version)
-    if not pkt.reason_codes:
-        raise MalformedPacket(name, "no reason code", rule=rule(key, version))
-    for code in pkt.reason_codes:
-        if code not in allowed:
-            raise MalformedPacket(
-                name,
-                f"reason code {code!r} is not defined at level {version}",
-                rule=rule(key, version),
-            )
-    body += bytes(pkt.reason_codes)
-    return frame(0x90, bytes(body), name)
+    return frame(0x90, bytes(body + _write_codes(pkt, P.SUBACK, name, version)), name)
 
 
 def decode_unsuback(data: Buffer, pos: int, end: int, b0: int, version: int, ns: Any) -> Any:
     name = "UNSUBACK"
-    packet_id = _packet_id(data, pos, end, name, version)
-    pos += 2
     if version < 5:  # MQTT 3.1.1 §3.11: the packet identifier and nothing else
-        _end_check(name, pos, end)
+        packet_id = _packet_id(data, pos, end, name, version)
+        _end_check(name, pos + 2, end)
         return ns.UnsubAck(packet_id)
-    properties, pos = decode_properties(data, pos, end, P.UNSUBACK, name)
-    allowed = REASON_CODES[P.UNSUBACK]
-    if pos >= end:
-        raise MalformedPacket(
-            name,
-            "no reason code (one is due for each topic filter)",
-            offset=pos,
-            rule=rule("reason_code", version),
-        )
-    codes = []
-    while pos < end:
-        code = data[pos]
-        if code not in allowed:
-            raise reason_code_error(name, code, pos, version)
-        codes.append(code)
-        pos += 1
+    packet_id, properties, pos = _read_head(data, pos, end, P.UNSUBACK, name, version)
+    codes = _read_codes(data, pos, end, P.UNSUBACK, name, version)
     return ns.UnsubAck(packet_id, codes, properties=properties)
 
 
 def encode_unsuback(pkt: Any, version: int) -> bytes:
     name = "UNSUBACK"
-    _check_version(version, name)
-    body = bytearray(check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big"))
-    if version < 5:
-        _no_properties(pkt, name, version)
+    body = _write_head(pkt, P.UNSUBACK, name, version)  # refuses properties before 5.0
+    if version < 5:  # MQTT 3.1.1 §3.11: the packet identifier and nothing else
         if pkt.reason_codes:
             raise ProtocolError(
                 name, f"reason codes exist only in MQTT 5.0, not at level {version}"
             )
         return frame(0xB0, bytes(body), name)
-    body += encode_properties(pkt.properties, P.UNSUBACK, name)
-    if not pkt.reason_codes:
-        raise MalformedPacket(name, "no reason code", rule=rule("reason_code", version))
-    for code in pkt.reason_codes:
-        if code not in REASON_CODES[P.UNSUBACK]:
-            raise MalformedPacket(
-                name,
-                f"reason code {code!r} is not defined for {name}",
-                rule=rule("reason_code", version),
-            )
-    body += bytes(pkt.reason_codes)
-    return frame(0xB0, bytes(body), name)
+    return frame(0xB0, bytes(body + _write_codes(pkt, P.UNSUBACK, name, version)), name)
 
 
 # ---------------------------------------------------------------------------------------
