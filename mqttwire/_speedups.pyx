@@ -32,7 +32,7 @@ from ._ctopics import (
     validate_topic_name,
 )
 from . import _properties
-from ._properties import Properties, decode_properties, encode_properties, same_properties
+from ._properties import Properties, decode_properties, same_properties
 from ._wire import (
     as_buffer,
     check_subscription_identifiers,
@@ -666,18 +666,11 @@ cdef list _present(object props):
     return present
 
 
-cdef bytearray _shared_block(object props, int ptype, object pname):
-    """The shared encoder's property block without its length prefix (it raises when the
-    properties are invalid, which is why the fast path hands them over)."""
-    block = encode_properties(props, ptype, pname)
-    return bytearray(block[_varint_size(len(block) - 1):])
-
-
 cdef bytearray _encode_properties(object props, list present, int ptype, object pname):
     """The properties of a property block, without its length prefix, as
-    _properties.encode_properties writes them; ``present`` is _present(props).
-    Well-typed, valid properties are written here; anything else goes to the shared
-    encoder, which raises its exact error."""
+    _properties.encode_properties writes them; ``present`` is (a subset of)
+    _present(props).  None when they are not all well-typed and valid: the caller then
+    hands the whole packet to the reference encoder, which raises its exact error."""
     cdef bytearray out = bytearray()
     cdef int pid, kind
     cdef unsigned int allowed_bit = 1u << ptype
@@ -686,16 +679,16 @@ cdef bytearray _encode_properties(object props, list present, int ptype, object 
     for pid, value in present:
         kind = _PROP_KIND[pid]
         if not _PROP_ALLOWED[pid] & allowed_bit:
-            return _shared_block(props, ptype, pname)
+            return None
         if kind <= 2:  # BYTE, U16, U32
             limit = 0xFF if kind == 0 else 0xFFFF if kind == 1 else 0xFFFFFFFF
             # Range first, on the Python int: a huge one must not overflow the C type.
             if type(value) is not int or not 0 <= value <= limit:
-                return _shared_block(props, ptype, pname)
+                return None
             v = value
             if (_PROP_FLAGS[pid] & 1 and v > 1) or (
                     _PROP_FLAGS[pid] & 2 and v == 0):
-                return _shared_block(props, ptype, pname)
+                return None
             out.append(pid)
             if kind == 2:
                 out.append((v >> 24) & 0xFF)
@@ -705,10 +698,10 @@ cdef bytearray _encode_properties(object props, list present, int ptype, object 
             out.append(v & 0xFF)
         elif kind == 3:  # VARINT: the Subscription Identifiers, one or more
             if type(value) is not list or (len(value) > 1 and ptype != 3):
-                return _shared_block(props, ptype, pname)
+                return None
             for ident in value:
                 if type(ident) is not int or not 0 < ident <= MQTTWIRE_MAX_REMAINING_LENGTH:
-                    return _shared_block(props, ptype, pname)
+                    return None
                 v = ident
                 out.append(pid)
                 while v >= 0x80:
@@ -718,11 +711,11 @@ cdef bytearray _encode_properties(object props, list present, int ptype, object 
         elif kind == 4:  # UTF-8 string; a Response Topic is a topic name [MQTT-3.3.2-14]
             out.append(pid)
             if not _utf8_field(out, value, pid == 0x08):
-                return _shared_block(props, ptype, pname)
+                return None
             has_method |= pid == 0x15
         elif kind == 5:  # Binary Data
             if type(value) is not bytes or len(value) > 0xFFFF:
-                return _shared_block(props, ptype, pname)
+                return None
             out.append(pid)
             out.append(len(value) >> 8)
             out.append(len(value) & 0xFF)
@@ -730,21 +723,22 @@ cdef bytearray _encode_properties(object props, list present, int ptype, object 
             has_data |= pid == 0x16
         else:  # User Properties: (name, value) string pairs, in order
             if type(value) is not list:
-                return _shared_block(props, ptype, pname)
+                return None
             for pair in value:
                 if type(pair) is not tuple or len(pair) != 2:
-                    return _shared_block(props, ptype, pname)
+                    return None
                 out.append(pid)
                 if not (_utf8_field(out, pair[0], False) and _utf8_field(out, pair[1], False)):
-                    return _shared_block(props, ptype, pname)
+                    return None
     if has_data and not has_method:
-        return _shared_block(props, ptype, pname)
+        return None
     return out
 
 
 cdef inline bint _append_block(bytearray out, object props, int ptype, object pname):
     """Append a v5 property block (length prefix, then properties); False, appending
-    nothing, when ``props`` is neither None nor a Properties (the caller falls back)."""
+    nothing, when the properties are not all well-typed and valid (the caller then hands
+    the packet to the reference encoder)."""
     cdef bytearray block = None
     cdef list present
     if props is not None:
@@ -753,6 +747,8 @@ cdef inline bint _append_block(bytearray out, object props, int ptype, object pn
         present = _present(props)
         if present:
             block = _encode_properties(props, present, ptype, pname)
+            if block is None:
+                return False
     if block is None:
         out.append(0)
         return True
@@ -883,6 +879,8 @@ cdef object _encode_publish(Publish pkt, object version_obj):
             if version != 5:
                 return _pure._encode_publish(pkt, version)
             props_block = _encode_properties(props, present, 3, _PUBLISH)
+            if props_block is None:
+                return _pure._encode_publish(pkt, version)
 
     payload_len = PyBytes_GET_SIZE(payload)
     body = 2 + topic_len + (2 if qos else 0) + payload_len
@@ -942,6 +940,32 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
     return PyBytes_FromStringAndSize(<char*>buf, 4)
 
 
+cdef tuple _forwarding_parts(object publish):
+    """_wire.forwarding_parts for well-typed, valid publishes; None for the rest."""
+    cdef bytearray topic = bytearray()
+    cdef bytearray block
+    cdef list present
+    cdef object props = publish.properties, payload = publish.payload, expiry = None
+    cdef bytes props_bytes = b""
+    if type(payload) is not bytes or not publish.topic:
+        return None
+    if not _utf8_field(topic, publish.topic, True):  # a topic name: no wildcards
+        return None
+    if props is not None:
+        if type(props) is not Properties:
+            return None
+        expiry = props.message_expiry_interval
+        # Everything but what each subscriber gets anew: Message Expiry Interval (0x02),
+        # Subscription Identifiers (0x0B) and the connection's own Topic Alias (0x23).
+        present = [item for item in _present(props) if item[0] not in (0x02, 0x0B, 0x23)]
+        if present:
+            block = _encode_properties(props, present, 3, _PUBLISH)
+            if block is None:
+                return None
+            props_bytes = bytes(block)
+    return bytes(topic), expiry, props_bytes, payload
+
+
 @cython.final
 cdef class PreparedPublish:
     """A PUBLISH prepared for forwarding to many subscribers.
@@ -969,7 +993,10 @@ cdef class PreparedPublish:
 
     def __init__(self, publish):
         self.publish = publish
-        self._topic, self._expiry, self._props, self._payload = forwarding_parts(publish)
+        parts = _forwarding_parts(publish)
+        if parts is None:  # anything unusual: the reference prepares it, or raises
+            parts = forwarding_parts(publish)
+        self._topic, self._expiry, self._props, self._payload = parts
 
     def encode(self, version=5, *, qos=0, packet_id=None, retain=False, dup=False,
                subscription_identifiers=(), message_expiry_interval=None):

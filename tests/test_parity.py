@@ -225,3 +225,28 @@ def test_encoder_hand_over_for_will_fields(both_codecs: tuple[ModuleType, Module
             for m in (cy, py)
         ]
         assert outcomes[0] == outcomes[1], will_kwargs
+
+
+@pytest.mark.parametrize(("topic", "payload", "properties"), [
+    ("a/#", b"", None),
+    ("", b"", mqttwire.Properties(topic_alias=1)),
+    ("t", "text", None),
+    ("t", bytearray(b"x"), None),
+    ("t\x00", b"", None),
+    ("t", b"", {"a": 1}),
+    ("t", b"", mqttwire.Properties(response_topic="r/+")),
+    ("t", b"", mqttwire.Properties(session_expiry_interval=5)),
+    ("t", b"", mqttwire.Properties(topic_alias=0, content_type="c")),
+    ("t", b"", mqttwire.Properties(message_expiry_interval=9, user_properties=[("k", "v")])),
+])
+def test_prepared_publish_hand_over_gives_the_same_outcome(
+    both_codecs: tuple[ModuleType, ModuleType], topic: str, payload: object, properties: object
+) -> None:
+    """PreparedPublish prepares well-typed, valid messages in C and hands the rest to the
+    shared reference: both must end alike, bytes or error."""
+    outcomes = [
+        _outcome(lambda m=m: m.PreparedPublish(
+            m.Publish(topic, payload, properties=properties)).encode(5, qos=1, packet_id=2))
+        for m in both_codecs
+    ]
+    assert outcomes[0] == outcomes[1]
