@@ -238,8 +238,9 @@ class TcpReassembler:
                 st._count += 1
                 heapq.heappush(st.pending, (off, st._count, data, wire_len))
                 st.pending_bytes += len(data)
-                if st.pending_bytes > self.max_pending:
-                    # Too much held back: the hole is taken as lost.
+                while st.pending and st.pending_bytes > self.max_pending:
+                    # Too much held back: holes are taken as lost, first to last, until
+                    # at most max_pending bytes are held (one was not enough: finding F2).
                     self._gap_to(st, st.pending[0][0], ts)
                     self._drain(st, ts)
         if flags & FIN and st.fin is None:
@@ -249,7 +250,10 @@ class TcpReassembler:
 
     def flush(self, ts: int) -> None:
         """End every open stream (end of the capture): holes become gaps."""
-        for conn in {st.conn for st in self._streams.values()}:
+        # In connection order, so that what this emits is the same on every read (a set
+        # of connections iterates in memory-address order: fuzzing finding F1).
+        open_conns = {id(st.conn): st.conn for st in self._streams.values()}.values()
+        for conn in sorted(open_conns, key=lambda c: c.index):
             if not conn.ignored:
                 for stream in conn.streams:
                     self._finish(stream, ts, "eof")
