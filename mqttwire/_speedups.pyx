@@ -4,9 +4,11 @@
 Same names, signatures and behaviour as ``mqttwire._pure`` (whose docstrings document
 both).  The hot path works on ``const unsigned char *``: the fixed header, the Remaining
 Length, the topic name, PUBLISH, the four acknowledgements and the StreamDecoder's framing
-loop.  Everything cold is shared Python: the packets off the hot path (``_cold``), the
-property block (``_properties``), and every error message (``_wire`` builders), so the
-two implementations cannot word or order things differently.
+loop; PreparedPublish, CONNECT and property blocks are also encoded in C.  Everything else
+is shared Python: decoding the packets off the hot path (``_cold``) and property blocks
+(``_properties``), and every error message (``_wire`` builders).  The C encoders take
+well-typed, valid packets only and hand anything else to the reference encoder, so the two
+implementations cannot word or order an error differently.
 
 Every pointer read is preceded by an explicit length check (pointer indexing is never
 bounds-checked, whatever the directives).
