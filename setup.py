@@ -23,6 +23,7 @@ else:
         [
             Extension("mqttwire._speedups", ["mqttwire/_speedups.pyx"]),
             Extension("mqttwire._ctopics", ["mqttwire/_ctopics.pyx"]),
+            Extension("mqttwire.capture._fast", ["mqttwire/capture/_fast.pyx"]),
         ],
         compiler_directives={
             "language_level": 3,

@@ -7,8 +7,9 @@ with PUBACKs, several packets per TCP segment and some packets split across segm
 It is written once into the temporary directory and reused by later runs with the same
 parameters (the file name carries them and a hash of make_capture.py).
 
-- ``read_capture``, with the Cython codec and with the pure-Python codec, every record
-  consumed;
+- ``read_capture``, with the Cython codec (its compiled loop, mqttwire.capture._fast)
+  and with the pure-Python codec (the pure loop), every record consumed; and the Cython
+  codec through the pure loop (``_read_pure``), to show what the compiled loop gains;
 - ``tshark -r FILE -d tcp.port==1883,mqtt -Y mqtt -T fields -E occurrence=a -e ...``
   extracting time, source, message type, QoS, topic, packet id and length, output to
   /dev/null.  Before it is timed, tshark and read_capture must count the same MQTT
@@ -55,7 +56,8 @@ import pytest
 
 import mqttwire._speedups as speedups
 from mqttwire._constants import PACKET_NAMES
-from mqttwire.capture import read_capture
+from mqttwire.capture import MqttStreams, read_capture
+from mqttwire.capture.loop import _read_pure
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -208,6 +210,26 @@ def test_read_capture(benchmark: Any, codec: ModuleType, big_capture: Capture,
     assert counts["records"] == big_capture.packets  # every packet, no error records
     _rates(benchmark.extra_info, big_capture, m)
     _measured[request.node.callspec.id] = m
+
+
+def test_read_capture_pure_loop(benchmark: Any, big_capture: Capture) -> None:
+    """The Cython codec through the pure-Python capture loop (``_read_pure``), which
+    read_capture used before the compiled loop: what the compiled loop gains."""
+    benchmark.group = "capture: read_capture vs tshark"
+    counts: dict[str, int] = {}
+
+    def run() -> None:
+        n = 0
+        with open(big_capture.path, "rb") as f:
+            handler = MqttStreams(big_capture.path.name, ports=(1883,), codec=speedups)
+            for _rec in _read_pure(f, handler):
+                n += 1
+        counts["records"] = n
+
+    m = _rounds(benchmark, run, time.process_time)
+    assert counts["records"] == big_capture.packets
+    _rates(benchmark.extra_info, big_capture, m)
+    _measured["cython-pure-loop"] = m
 
 
 def test_tshark(benchmark: Any, big_capture: Capture) -> None:

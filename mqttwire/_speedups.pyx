@@ -4,11 +4,13 @@
 Same names, signatures and behaviour as ``mqttwire._pure`` (whose docstrings document
 both).  The hot path works on ``const unsigned char *``: the fixed header, the Remaining
 Length, the topic name, PUBLISH, the four acknowledgements and the StreamDecoder's framing
-loop; PreparedPublish, CONNECT and property blocks are also encoded in C.  Everything else
-is shared Python: decoding the packets off the hot path (``_cold``) and property blocks
-(``_properties``), and every error message (``_wire`` builders).  The C encoders take
-well-typed, valid packets only and hand anything else to the reference encoder, so the two
-implementations cannot word or order an error differently.
+loop.  Property blocks, CONNECT, SUBSCRIBE, SUBACK, UNSUBSCRIBE and UNSUBACK are decoded in
+C too, and PreparedPublish, property blocks, CONNECT and SUBSCRIBE encoded in C.  The rest
+is shared Python: CONNACK, DISCONNECT and AUTH (``_cold``), and every error message
+(``_wire`` builders).  The C readers and writers take valid packets only and hand
+anything else to the shared reference code (``_cold``, ``_properties``, ``_pure``'s
+encoders), which raises the error; so the two implementations cannot word or order an
+error differently.
 
 Every pointer read is preceded by an explicit length check (pointer indexing is never
 bounds-checked, whatever the directives).
@@ -18,12 +20,22 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.string cimport memcpy, memmove
+from cpython.dict cimport PyDict_Next
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memmove
 
 import types
 
 from . import _cold, _pure
-from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REASON_CODES, PacketType
+from ._constants import (
+    MAX_REMAINING_LENGTH,
+    PACKET_NAMES,
+    REASON_CODES,
+    V3_SUBACK_CODES,
+    PacketType,
+)
 from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
 from ._ctopics import (
     Matches,
@@ -61,6 +73,7 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)
+    object PyObject_GenericGetDict(object o, void* context)
 
 cdef extern from *:
     """
@@ -409,7 +422,7 @@ cdef class Subscribe(_PacketBase):
         self.properties = properties
 
     def encode(self, version=5):
-        return _cold.encode_subscribe(self, version)
+        return _encode_subscribe(self, version)
 
     def __eq__(self, other):
         if not same_kind(self, other):
@@ -624,212 +637,399 @@ cdef inline Py_ssize_t _write_varint(unsigned char* out, Py_ssize_t value) noexc
         i += 1
 
 
-cdef inline int _extend(bytearray out, const char* data, Py_ssize_t n) except -1:
-    """Append n bytes to ``out`` without a temporary bytes object."""
-    cdef Py_ssize_t have = PyByteArray_GET_SIZE(out)
-    PyByteArray_Resize(out, have + n)
-    memcpy(PyByteArray_AS_STRING(out) + have, data, n)
+# The encoders write into an _Out: a buffer on the caller's stack that moves to the heap
+# only when a packet outgrows it.  (Appending to a bytearray resizes it on every append,
+# which cost more than the encoding itself.)  The caller frees it with _out_free in a
+# finally clause.
+
+cdef enum:
+    _STACK = 512  # bytes of stack buffer per encoder: most packets fit
+
+cdef struct _Out:
+    unsigned char* p  # the stack buffer, or ``heap``
+    Py_ssize_t n  # bytes written
+    Py_ssize_t cap
+    unsigned char* heap  # NULL until the stack buffer is outgrown
+
+
+cdef inline void _out_init(_Out* o, unsigned char* stack) noexcept:
+    o.p = stack
+    o.n = 0
+    o.cap = _STACK
+    o.heap = NULL
+
+
+cdef inline void _out_free(_Out* o) noexcept:
+    if o.heap != NULL:
+        free(o.heap)
+        o.heap = NULL
+
+
+cdef int _out_grow(_Out* o, Py_ssize_t more) except -1:
+    cdef Py_ssize_t cap = o.cap * 2
+    cdef unsigned char* q
+    while cap < o.n + more:
+        cap *= 2
+    if o.heap == NULL:
+        q = <unsigned char*>malloc(cap)
+        if q != NULL:
+            memcpy(q, o.p, o.n)
+    else:
+        q = <unsigned char*>realloc(o.heap, cap)
+    if q == NULL:
+        raise MemoryError()
+    o.heap = q
+    o.p = q
+    o.cap = cap
     return 0
 
 
-cdef inline bint _utf8_field(bytearray out, object text, bint is_topic):
-    """Append a length-prefixed UTF-8 string; False (nothing to trust) when it is not a
-    plain str the decoder would accept: the caller then lets the shared encoder decide."""
+cdef inline int _put(_Out* o, const void* data, Py_ssize_t n) except -1:
+    if o.n + n > o.cap:
+        _out_grow(o, n)
+    memcpy(o.p + o.n, data, n)
+    o.n += n
+    return 0
+
+
+cdef inline int _put1(_Out* o, unsigned char byte) except -1:
+    if o.n >= o.cap:
+        _out_grow(o, 1)
+    o.p[o.n] = byte
+    o.n += 1
+    return 0
+
+
+cdef inline int _put_u16(_Out* o, Py_ssize_t value) except -1:
+    if o.n + 2 > o.cap:
+        _out_grow(o, 2)
+    o.p[o.n] = <unsigned char>(value >> 8)
+    o.p[o.n + 1] = <unsigned char>(value & 0xFF)
+    o.n += 2
+    return 0
+
+
+cdef int _utf8_field(_Out* out, object text, bint is_topic) except -1:
+    """Append a length-prefixed UTF-8 string: 1, or 0 (nothing appended, nothing to trust)
+    when it is not a plain str the decoder would accept; the caller then lets the shared
+    encoder decide."""
     cdef const char* raw
     cdef Py_ssize_t n, i
     cdef unsigned char c
     if type(text) is not str:
-        return False
+        return 0
     try:
         raw = PyUnicode_AsUTF8AndSize(text, &n)
     except UnicodeEncodeError:  # a lone surrogate
-        return False
+        return 0
     if n > 0xFFFF:
-        return False
+        return 0
     for i in range(n):
         c = <unsigned char>raw[i]
         if c == 0 or (is_topic and (c == 0x2B or c == 0x23)):
-            return False
-    out.append(n >> 8)
-    out.append(n & 0xFF)
-    _extend(out, raw, n)
-    return True
+            return 0
+    _put_u16(out, n)
+    _put(out, raw, n)
+    return 1
 
 
-cdef list _present(object props):
-    """(identifier, value) of the properties present in a Properties, in identifier order:
-    what Properties.items() gives, read straight from the instance dict."""
-    cdef list present = []
-    for name, value in (<dict>props.__dict__).items():
-        if value is not None and not (type(value) is list and not value):
-            present.append((_PROPERTY_IDS[name], value))
-    if len(present) > 1:
-        present.sort()  # identifiers are unique, so values are never compared
-    return present
+cdef inline int _binary_field(_Out* out, object data) except -1:
+    """Append length-prefixed Binary Data: 1, or 0 when it is not bytes of at most 65,535."""
+    cdef Py_ssize_t n
+    if type(data) is not bytes:
+        return 0
+    n = PyBytes_GET_SIZE(data)
+    if n > 0xFFFF:
+        return 0
+    _put_u16(out, n)
+    _put(out, PyBytes_AS_STRING(data), n)
+    return 1
 
 
-cdef bytearray _encode_properties(object props, list present, int ptype, object pname):
-    """The properties of a property block, without its length prefix, as
-    _properties.encode_properties writes them; ``present`` is (a subset of)
-    _present(props).  None when they are not all well-typed and valid: the caller then
-    hands the whole packet to the reference encoder, which raises its exact error."""
-    cdef bytearray out = bytearray()
-    cdef int pid, kind
+cdef struct _Prop:
+    int pid
+    PyObject* value  # a strong reference, released by _release()
+
+
+cdef int _collect(object props, _Prop* items, unsigned long long skip) except -2:
+    """The properties present in a Properties (what Properties.items() gives), into
+    ``items`` in identifier order, leaving out the identifiers set in ``skip``: their
+    number, or -1 when the instance dict holds something that is not a property.  The
+    caller releases the values with _release(): encoding allocates, an allocation may run
+    a finalizer, and a finalizer could change the Properties under us."""
+    cdef dict d = PyObject_GenericGetDict(props, NULL)
+    cdef Py_ssize_t i = 0
+    cdef PyObject* key
+    cdef PyObject* value
+    cdef int n = 0, pid, j
+    while PyDict_Next(d, &i, &key, &value):
+        if <object>value is None or (type(<object>value) is list and not <list>value):
+            continue
+        ident = _PROPERTY_IDS.get(<object>key)
+        if ident is None:
+            _release(items, n)
+            return -1
+        pid = ident
+        if skip >> pid & 1:
+            continue
+        j = n  # insertion sort: a packet carries a handful of properties
+        while j > 0 and items[j - 1].pid > pid:
+            items[j] = items[j - 1]
+            j -= 1
+        items[j].pid = pid
+        items[j].value = value
+        Py_INCREF(<object>value)
+        n += 1
+    return n
+
+
+cdef inline void _release(_Prop* items, int count) noexcept:
+    cdef int k
+    for k in range(count):
+        Py_DECREF(<object>items[k].value)
+
+
+cdef int _encode_properties(_Out* out, _Prop* items, int count, int ptype) except -1:
+    """Append the properties ``items`` (without the block's length prefix) as
+    _properties.encode_properties writes them: 1, or 0 when they are not all well-typed
+    and valid (the caller then hands the whole packet to the reference encoder, which
+    raises its exact error)."""
+    cdef int pid, kind, k
     cdef unsigned int allowed_bit = 1u << ptype
     cdef long long v, limit
     cdef bint has_method = False, has_data = False
-    for pid, value in present:
+    cdef unsigned char buf[5]
+    for k in range(count):
+        pid = items[k].pid
+        value = <object>items[k].value
         kind = _PROP_KIND[pid]
         if not _PROP_ALLOWED[pid] & allowed_bit:
-            return None
+            return 0
         if kind <= 2:  # BYTE, U16, U32
             limit = 0xFF if kind == 0 else 0xFFFF if kind == 1 else 0xFFFFFFFF
             # Range first, on the Python int: a huge one must not overflow the C type.
             if type(value) is not int or not 0 <= value <= limit:
-                return None
+                return 0
             v = value
-            if (_PROP_FLAGS[pid] & 1 and v > 1) or (
-                    _PROP_FLAGS[pid] & 2 and v == 0):
-                return None
-            out.append(pid)
-            if kind == 2:
-                out.append((v >> 24) & 0xFF)
-                out.append((v >> 16) & 0xFF)
-            if kind >= 1:
-                out.append((v >> 8) & 0xFF)
-            out.append(v & 0xFF)
+            if (_PROP_FLAGS[pid] & 1 and v > 1) or (_PROP_FLAGS[pid] & 2 and v == 0):
+                return 0
+            buf[0] = pid
+            if kind == 0:
+                buf[1] = <unsigned char>v
+                _put(out, buf, 2)
+            elif kind == 1:
+                buf[1] = <unsigned char>(v >> 8)
+                buf[2] = <unsigned char>(v & 0xFF)
+                _put(out, buf, 3)
+            else:
+                buf[1] = <unsigned char>(v >> 24)
+                buf[2] = <unsigned char>((v >> 16) & 0xFF)
+                buf[3] = <unsigned char>((v >> 8) & 0xFF)
+                buf[4] = <unsigned char>(v & 0xFF)
+                _put(out, buf, 5)
         elif kind == 3:  # VARINT: the Subscription Identifiers, one or more
-            if type(value) is not list or (len(value) > 1 and ptype != 3):
-                return None
-            for ident in value:
+            if type(value) is not list or (len(<list>value) > 1 and ptype != 3):
+                return 0
+            for ident in <list>value:
                 if type(ident) is not int or not 0 < ident <= MQTTWIRE_MAX_REMAINING_LENGTH:
-                    return None
-                v = ident
-                out.append(pid)
-                while v >= 0x80:
-                    out.append((v & 0x7F) | 0x80)
-                    v >>= 7
-                out.append(v)
+                    return 0
+                buf[0] = pid
+                _put(out, buf, 1 + _write_varint(buf + 1, ident))
         elif kind == 4:  # UTF-8 string; a Response Topic is a topic name [MQTT-3.3.2-14]
-            out.append(pid)
+            _put1(out, pid)
             if not _utf8_field(out, value, pid == 0x08):
-                return None
+                return 0
             has_method |= pid == 0x15
         elif kind == 5:  # Binary Data
-            if type(value) is not bytes or len(value) > 0xFFFF:
-                return None
-            out.append(pid)
-            out.append(len(value) >> 8)
-            out.append(len(value) & 0xFF)
-            out.extend(value)
+            _put1(out, pid)
+            if not _binary_field(out, value):
+                return 0
             has_data |= pid == 0x16
         else:  # User Properties: (name, value) string pairs, in order
             if type(value) is not list:
-                return None
-            for pair in value:
-                if type(pair) is not tuple or len(pair) != 2:
-                    return None
-                out.append(pid)
-                if not (_utf8_field(out, pair[0], False) and _utf8_field(out, pair[1], False)):
-                    return None
+                return 0
+            for pair in <list>value:
+                if type(pair) is not tuple or len(<tuple>pair) != 2:
+                    return 0
+                _put1(out, pid)
+                if not (_utf8_field(out, (<tuple>pair)[0], False)
+                        and _utf8_field(out, (<tuple>pair)[1], False)):
+                    return 0
     if has_data and not has_method:
-        return None
-    return out
+        return 0
+    return 1
 
 
-cdef inline bint _append_block(bytearray out, object props, int ptype, object pname):
-    """Append a v5 property block (length prefix, then properties); False, appending
-    nothing, when the properties are not all well-typed and valid (the caller then hands
-    the packet to the reference encoder)."""
-    cdef bytearray block = None
-    cdef list present
+cdef int _append_block(_Out* out, object props, int ptype) except -1:
+    """Append a v5 property block (length prefix, then properties): 1, or 0 when the
+    properties are not all well-typed and valid (the caller then hands the packet to the
+    reference encoder)."""
+    cdef _Prop items[32]
+    cdef int count = 0
+    cdef unsigned char stack[_STACK]
+    cdef unsigned char prefix[4]
+    cdef _Out block
     if props is not None:
         if type(props) is not Properties:
-            return False
-        present = _present(props)
-        if present:
-            block = _encode_properties(props, present, ptype, pname)
-            if block is None:
-                return False
-    if block is None:
-        out.append(0)
-        return True
-    out.extend(_varint_prefix(PyByteArray_GET_SIZE(block)))
-    out.extend(block)
-    return True
-
-
-cdef bytes _varint_prefix(Py_ssize_t value):
-    cdef unsigned char buf[4]
-    return PyBytes_FromStringAndSize(<char*>buf, _write_varint(buf, value))
+            return 0
+        count = _collect(props, items, 0)
+        if count < 0:
+            return 0
+    if count == 0:  # an empty Properties counts as none
+        _put1(out, 0)
+        return 1
+    _out_init(&block, stack)
+    try:
+        if not _encode_properties(&block, items, count, ptype):
+            return 0
+        _put(out, prefix, _write_varint(prefix, block.n))
+        _put(out, block.p, block.n)
+    finally:
+        _out_free(&block)
+        _release(items, count)
+    return 1
 
 
 cdef object _encode_connect(Connect pkt):
     """CONNECT (MQTT 5.0 §3.1) for well-typed, valid fields; anything else is handed to the
     shared _cold.encode_connect, which raises exactly the reference's error."""
+    cdef unsigned char stack[_STACK]
+    cdef _Out body
+    _out_init(&body, stack)
+    try:
+        if _connect_body(pkt, &body):
+            data = _frame(0x10, &body)
+            if data is not None:
+                return data
+    finally:
+        _out_free(&body)
+    return _cold.encode_connect(pkt)
+
+
+cdef int _connect_body(Connect pkt, _Out* body) except -1:
     cdef object level = pkt.protocol_version, keep_alive = pkt.keep_alive, will = pkt.will
     cdef object username = pkt.username, password = pkt.password
-    cdef bytearray body = bytearray()
     cdef int version, flags = 0
     cdef Will w = None
     if type(level) is not int or not 3 <= level <= 5 or type(keep_alive) is not int or (
             not 0 <= keep_alive <= 0xFFFF):
-        return _cold.encode_connect(pkt)
+        return 0
     version = level
     if will is not None:
         if type(will) is not Will:
-            return _cold.encode_connect(pkt)
+            return 0
         w = will
-        if type(w.qos) is not int or not 0 <= w.qos <= 2 or type(w.payload) is not bytes or (
-                len(w.payload) > 0xFFFF) or not w.topic or (version < 5 and w.properties):
-            return _cold.encode_connect(pkt)
+        if type(w.qos) is not int or not 0 <= w.qos <= 2 or not w.topic or (
+                version < 5 and w.properties):
+            return 0
         flags |= 0x04 | (<int>w.qos << 3) | (0x20 if w.retain else 0)
     if username is not None:
         flags |= 0x80
     if password is not None:
-        if type(password) is not bytes or len(password) > 0xFFFF or (
-                username is None and version < 5):
-            return _cold.encode_connect(pkt)
+        if username is None and version < 5:
+            return 0
         flags |= 0x40
     if pkt.clean_start:
         flags |= 0x02
     if version < 5 and pkt.properties:
-        return _cold.encode_connect(pkt)
+        return 0
     # Protocol Name (MQIsdp for 3.1, MQTT after), Protocol Level, Connect Flags, Keep Alive
-    body.extend(b"\x00\x06MQIsdp" if version == 3 else b"\x00\x04MQTT")
-    body.append(version)
-    body.append(flags)
-    body.append(keep_alive >> 8)
-    body.append(keep_alive & 0xFF)
-    if version == 5 and not _append_block(body, pkt.properties, 1, "CONNECT"):
-        return _cold.encode_connect(pkt)
+    if version == 3:
+        _put(body, b"\x00\x06MQIsdp", 8)
+    else:
+        _put(body, b"\x00\x04MQTT", 6)
+    _put1(body, version)
+    _put1(body, flags)
+    _put_u16(body, keep_alive)
+    if version == 5 and not _append_block(body, pkt.properties, 1):
+        return 0
     if not _utf8_field(body, pkt.client_id, False):
-        return _cold.encode_connect(pkt)
+        return 0
     if w is not None:
-        if version == 5 and not _append_block(body, w.properties, 16, "CONNECT"):
-            return _cold.encode_connect(pkt)  # 16 above: the Will Properties
+        if version == 5 and not _append_block(body, w.properties, 16):
+            return 0  # 16 above: the Will Properties
         if not _utf8_field(body, w.topic, True):  # a topic name: no wildcards, no U+0000
-            return _cold.encode_connect(pkt)
-        body.append(len(w.payload) >> 8)
-        body.append(len(w.payload) & 0xFF)
-        body.extend(w.payload)
+            return 0
+        if not _binary_field(body, w.payload):
+            return 0
     if username is not None and not _utf8_field(body, username, False):
-        return _cold.encode_connect(pkt)
-    if password is not None:
-        body.append(len(password) >> 8)
-        body.append(len(password) & 0xFF)
-        body.extend(password)
-    return _frame(0x10, body)
+        return 0
+    if password is not None and not _binary_field(body, password):
+        return 0
+    return 1
 
 
-cdef bytes _frame(unsigned char b0, bytearray body):
+cdef object _encode_subscribe(Subscribe pkt, object version_obj):
+    """SUBSCRIBE (MQTT 5.0 §3.8) for well-typed, valid fields; anything else is handed to
+    the shared _cold.encode_subscribe, which raises exactly the reference's error."""
+    cdef unsigned char stack[_STACK]
+    cdef _Out body
+    _out_init(&body, stack)
+    try:
+        if _subscribe_body(pkt, version_obj, &body):
+            data = _frame(0x82, &body)  # flags 0010 [MQTT-3.8.1-1]
+            if data is not None:
+                return data
+    finally:
+        _out_free(&body)
+    return _cold.encode_subscribe(pkt, version_obj)
+
+
+cdef int _subscribe_body(Subscribe pkt, object version_obj, _Out* body) except -1:
+    cdef object packet_id = pkt.packet_id, subscriptions = pkt.subscriptions
+    cdef object topic_filter, qos, handling, no_local, as_published
+    cdef int version
+    cdef unsigned char options
+    cdef Subscription sub
+    if type(version_obj) is not int or not 3 <= version_obj <= 5:
+        return 0
+    version = version_obj
+    if type(packet_id) is not int or not 0 < packet_id <= 0xFFFF or (
+            type(subscriptions) is not list or not subscriptions):
+        return 0
+    _put_u16(body, packet_id)
+    if version == 5:
+        if not _append_block(body, pkt.properties, 8):
+            return 0
+    elif pkt.properties:
+        return 0
+    for item in <list>subscriptions:
+        if type(item) is not Subscription:
+            return 0
+        sub = item
+        topic_filter, qos, handling = sub.topic_filter, sub.qos, sub.retain_handling
+        no_local, as_published = sub.no_local, sub.retain_as_published
+        if type(topic_filter) is not str or type(qos) is not int or not 0 <= qos <= 2 or (
+                type(handling) is not int or type(no_local) is not bool
+                or type(as_published) is not bool):
+            return 0
+        options = <unsigned char>qos
+        if version == 5:
+            if not 0 <= handling <= 2 or (
+                    no_local and (<str>topic_filter).startswith("$share/")):
+                return 0
+            options |= ((0x04 if no_local else 0) | (0x08 if as_published else 0)
+                        | (<unsigned char>handling << 4))
+        elif no_local or as_published or handling:  # options other than QoS: 5.0 only
+            return 0
+        if not topic_filter or not _utf8_field(body, topic_filter, False):
+            return 0  # a filter is at least one character [MQTT-4.7.3-1]
+        _put1(body, options)
+    return 1
+
+
+cdef bytes _frame(unsigned char b0, _Out* body):
     """First byte, Remaining Length, then ``body``: written once into the result."""
-    cdef Py_ssize_t size = PyByteArray_GET_SIZE(body), n
-    cdef bytes result = PyBytes_FromStringAndSize(NULL, 1 + _varint_size(size) + size)
-    cdef unsigned char* out = <unsigned char*>PyBytes_AS_STRING(result)
+    cdef Py_ssize_t n
+    cdef bytes result
+    cdef unsigned char* out
+    if body.n > MQTTWIRE_MAX_REMAINING_LENGTH:
+        return None  # the reference encoder raises PacketTooLarge
+    result = PyBytes_FromStringAndSize(NULL, 1 + _varint_size(body.n) + body.n)
+    out = <unsigned char*>PyBytes_AS_STRING(result)
     out[0] = b0
-    n = 1 + _write_varint(out + 1, size)
-    memcpy(out + n, PyByteArray_AS_STRING(body), size)
+    n = 1 + _write_varint(out + 1, body.n)
+    memcpy(out + n, body.p, body.n)
     return result
 
 
@@ -839,15 +1039,15 @@ cdef object _encode_publish(Publish pkt, object version_obj):
     cdef object topic = pkt.topic
     cdef object payload = pkt.payload
     cdef object pid_obj = pkt.packet_id
-    cdef bytearray props_block = None
-    cdef Py_ssize_t props_len = 0
     cdef object props
-    cdef list present
+    cdef _Prop items[32]
+    cdef int count = 0
+    cdef unsigned char stack[_STACK]
+    cdef _Out block
     cdef const char* topic_utf8
-    cdef Py_ssize_t topic_len, i, body, total, n, payload_len
+    cdef Py_ssize_t topic_len, i
     cdef long qos, packet_id = 0
     cdef unsigned char c
-    cdef unsigned char* out
 
     if (type(qos_obj) is not int or type(topic) is not str or type(payload) is not bytes):
         return _pure._encode_publish(pkt, version)
@@ -876,19 +1076,30 @@ cdef object _encode_publish(Publish pkt, object version_obj):
     if props is not None:
         if type(props) is not Properties:
             return _pure._encode_publish(pkt, version)
-        present = _present(props)
-        if present:  # an empty Properties counts as none
-            if version != 5:
-                return _pure._encode_publish(pkt, version)
-            props_block = _encode_properties(props, present, 3, _PUBLISH)
-            if props_block is None:
-                return _pure._encode_publish(pkt, version)
+        count = _collect(props, items, 0)
+        if count < 0:
+            return _pure._encode_publish(pkt, version)
+    _out_init(&block, stack)
+    try:
+        # An empty Properties counts as none; properties before 5.0 are refused.
+        if count and (version != 5 or not _encode_properties(&block, items, count, 3)):
+            return _pure._encode_publish(pkt, version)
+        return _write_publish(pkt, version, qos, packet_id, topic_utf8, topic_len, payload,
+                              &block)
+    finally:
+        _out_free(&block)
+        _release(items, count)
 
-    payload_len = PyBytes_GET_SIZE(payload)
-    body = 2 + topic_len + (2 if qos else 0) + payload_len
+
+cdef object _write_publish(Publish pkt, int version, long qos, long packet_id,
+                           const char* topic_utf8, Py_ssize_t topic_len, bytes payload,
+                           _Out* props):
+    """The PUBLISH, its fields already checked, its property block (without its length
+    prefix) in ``props``."""
+    cdef Py_ssize_t props_len = props.n, payload_len = PyBytes_GET_SIZE(payload)
+    cdef Py_ssize_t body = 2 + topic_len + (2 if qos else 0) + payload_len, total, n
+    cdef unsigned char* out
     if version == 5:
-        if props_block is not None:
-            props_len = PyByteArray_GET_SIZE(props_block)
         body += _varint_size(props_len) + props_len
     if body > MQTTWIRE_MAX_REMAINING_LENGTH:
         return _pure._encode_publish(pkt, version)
@@ -908,9 +1119,8 @@ cdef object _encode_publish(Publish pkt, object version_obj):
         n += 2
     if version == 5:
         n += _write_varint(out + n, props_len)
-        if props_len:
-            memcpy(out + n, PyByteArray_AS_STRING(props_block), props_len)
-            n += props_len
+        memcpy(out + n, props.p, props_len)
+        n += props_len
     memcpy(out + n, PyBytes_AS_STRING(payload), payload_len)
     return result
 
@@ -921,7 +1131,11 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
     cdef object code_obj = pkt.reason_code
     cdef long packet_id, code
     cdef unsigned char buf[5]
-    cdef int ptype = pkt.packet_type
+    cdef int ptype
+    cdef type cls = type(pkt)
+    # The class, not its packet_type attribute: a type lookup and an IntEnum conversion
+    # cost as much as the rest of this function.
+    ptype = 4 if cls is PubAck else 5 if cls is PubRec else 6 if cls is PubRel else 7
     if type(pid_obj) is not int or type(code_obj) is not int or pkt.properties:
         return _pure._encode_ack(pkt, version)
     packet_id = pid_obj
@@ -944,14 +1158,13 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
 
 cdef tuple _forwarding_parts(object publish):
     """_wire.forwarding_parts for well-typed, valid publishes; None for the rest."""
-    cdef bytearray topic = bytearray()
-    cdef bytearray block
-    cdef list present
     cdef object props = publish.properties, payload = publish.payload, expiry = None
-    cdef bytes props_bytes = b""
+    cdef _Prop items[32]
+    cdef int count = 0
+    cdef unsigned char topic_stack[_STACK]
+    cdef unsigned char props_stack[_STACK]
+    cdef _Out topic, block
     if type(payload) is not bytes or not publish.topic:
-        return None
-    if not _utf8_field(topic, publish.topic, True):  # a topic name: no wildcards
         return None
     if props is not None:
         if type(props) is not Properties:
@@ -959,13 +1172,22 @@ cdef tuple _forwarding_parts(object publish):
         expiry = props.message_expiry_interval
         # Everything but what each subscriber gets anew: Message Expiry Interval (0x02),
         # Subscription Identifiers (0x0B) and the connection's own Topic Alias (0x23).
-        present = [item for item in _present(props) if item[0] not in (0x02, 0x0B, 0x23)]
-        if present:
-            block = _encode_properties(props, present, 3, _PUBLISH)
-            if block is None:
-                return None
-            props_bytes = bytes(block)
-    return bytes(topic), expiry, props_bytes, payload
+        count = _collect(props, items, (1ULL << 0x02) | (1ULL << 0x0B) | (1ULL << 0x23))
+        if count < 0:
+            return None
+    _out_init(&topic, topic_stack)
+    _out_init(&block, props_stack)
+    try:
+        if not _utf8_field(&topic, publish.topic, True):  # a topic name: no wildcards
+            return None
+        if count and not _encode_properties(&block, items, count, 3):
+            return None
+        return (PyBytes_FromStringAndSize(<char*>topic.p, topic.n), expiry,
+                PyBytes_FromStringAndSize(<char*>block.p, block.n), payload)
+    finally:
+        _out_free(&topic)
+        _out_free(&block)
+        _release(items, count)
 
 
 @cython.final
@@ -1146,9 +1368,13 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
 
 cdef tuple _decode_properties(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
                               int ptype, object name):
-    """Hand the property block at ``pos`` to the shared reader, copying only the block
-    (not the payload after it) when its length is well-formed."""
+    """The property block at ``pos``: (Properties or None, position after it).  The C
+    reader takes valid blocks; anything it does not vouch for goes to the shared reader
+    (on a copy of just the block), which raises exactly the error _pure raises."""
     cdef Py_ssize_t i = pos, length = 0, shift = 0, stop = end
+    properties = _fast_properties(p, &i, end, ptype)
+    if properties is not _BAIL:
+        return properties, i
     while i < end and shift < 28:
         length |= (p[i] & 0x7F) << shift
         shift += 7
@@ -1157,8 +1383,7 @@ cdef tuple _decode_properties(const unsigned char* p, Py_ssize_t pos, Py_ssize_t
             if i + length <= end:
                 stop = i + length
             break
-    # A malformed length or block is copied whole up to `end`: the shared reader then
-    # raises exactly the error _pure raises.
+    # A malformed length or block is copied whole up to `end`.
     block = PyBytes_FromStringAndSize(<const char*>p + pos, stop - pos)
     try:
         properties, used = decode_properties(block, 0, stop - pos, ptype, name)
@@ -1206,6 +1431,395 @@ cdef object _decode_ack(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
     return pkt
 
 
+# ---------------------------------------------------------------------------------------
+# C readers for the MQTT 5.0 property block and for CONNECT, SUBSCRIBE, SUBACK, UNSUBSCRIBE
+# and UNSUBACK.  They decode valid packets; at the first thing they do not vouch for they
+# return _BAIL, and the caller hands the packet to the shared reference decoder (_cold,
+# _properties), which raises exactly the error _pure raises, or decodes the valid rarity
+# (a multi-byte property identifier, say, which the reference then refuses by name).  So
+# the errors cannot differ between the twins, and the C code holds no error text.
+
+cdef object _BAIL = object()
+
+# _PROP_NAMES[id]: the Properties attribute of property ``id`` (None: unknown).
+cdef list _PROP_NAMES = [None] * 128
+for _b, (_name, _kind, _allowed) in _properties._TABLE.items():
+    _PROP_NAMES[_b] = _name
+cdef object _USER_PROPERTIES = "user_properties"
+cdef object _SUBSCRIPTION_IDS = "subscription_identifiers"
+
+# _SUBACK_OK[v - 3][c]: SUBACK code c is defined at level v; _UNSUBACK_OK[c]: MQTT 5.0.
+cdef bint _SUBACK_OK[3][256]
+cdef bint _UNSUBACK_OK[256]
+for _b in range(256):
+    _SUBACK_OK[0][_b] = _b in V3_SUBACK_CODES[3]
+    _SUBACK_OK[1][_b] = _b in V3_SUBACK_CODES[4]
+    _SUBACK_OK[2][_b] = _b in REASON_CODES[PacketType.SUBACK]
+    _UNSUBACK_OK[_b] = _b in REASON_CODES[PacketType.UNSUBACK]
+
+
+cdef inline bint _read_varint(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                              Py_ssize_t* value) noexcept:
+    """A Variable Byte Integer in its shortest form (MQTT 5.0 §1.5.5), at most 4 bytes."""
+    cdef Py_ssize_t i = pos[0], v = 0
+    cdef int shift = 0
+    cdef unsigned char byte
+    while True:
+        if i >= end or shift == 28:
+            return False
+        byte = p[i]
+        i += 1
+        v |= <Py_ssize_t>(byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    if byte == 0 and i - pos[0] > 1:
+        return False
+    pos[0] = i
+    value[0] = v
+    return True
+
+
+cdef object _read_str(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                      unsigned char refuse):
+    """A UTF-8 Encoded String: well-formed, no U+0000 (MQTT 5.0 §1.5.4), and none of the
+    byte classes in ``refuse`` (2: the wildcards of a topic name)."""
+    cdef Py_ssize_t start = pos[0] + 2, stop, i
+    cdef unsigned char classes = 0
+    if end - pos[0] < 2:
+        return _BAIL
+    stop = start + ((p[pos[0]] << 8) | p[pos[0] + 1])
+    if stop > end:
+        return _BAIL
+    for i in range(start, stop):
+        classes |= _TOPIC_CLASS[p[i]]
+    if classes & (1 | refuse):
+        return _BAIL
+    if classes & 4:  # non-ASCII: Python's codec refuses exactly what the rule refuses
+        try:
+            text = PyUnicode_DecodeUTF8(<const char*>p + start, stop - start, NULL)
+        except UnicodeDecodeError:
+            return _BAIL
+    else:
+        text = PyUnicode_New(stop - start, 127)
+        memcpy(PyUnicode_DATA(text), p + start, stop - start)
+    pos[0] = stop
+    return text
+
+
+cdef object _read_bin(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end):
+    """Binary Data: a two-byte length, then the bytes (MQTT 5.0 §1.5.6)."""
+    cdef Py_ssize_t start = pos[0] + 2, stop
+    if end - pos[0] < 2:
+        return _BAIL
+    stop = start + ((p[pos[0]] << 8) | p[pos[0] + 1])
+    if stop > end:
+        return _BAIL
+    pos[0] = stop
+    return PyBytes_FromStringAndSize(<const char*>p + start, stop - start)
+
+
+cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                             int ptype):
+    """The property block at *pos (MQTT 5.0 §2.2.2) as the shared decode_properties reads
+    it: None when empty, else a Properties; *pos moves past the block.  _BAIL for
+    anything unusual: an unknown or misplaced identifier, a repeated one, a value out of
+    range, a Response Topic with a wildcard, Authentication Data without a Method."""
+    cdef Py_ssize_t i = pos[0], length, stop, value
+    cdef int pid, kind
+    cdef unsigned long long seen = 0, bit
+    cdef unsigned int allowed_bit = 1u << ptype
+    cdef dict d
+    if not _read_varint(p, &i, end, &length):
+        return _BAIL
+    if length == 0:
+        pos[0] = i
+        return None
+    stop = i + length
+    if stop > end:
+        return _BAIL
+    props = Properties.__new__(Properties)
+    d = PyObject_GenericGetDict(props, NULL)
+    while i < stop:
+        pid = p[i]
+        if pid >= 0x80:
+            return _BAIL
+        kind = _PROP_KIND[pid]
+        if kind < 0 or not _PROP_ALLOWED[pid] & allowed_bit:
+            return _BAIL
+        # Every defined identifier is below 0x2B, so one 64-bit mask tracks repeats.  Only
+        # User Properties repeat, and Subscription Identifiers in PUBLISH (§3.3.2.3.8).
+        bit = 1ULL << pid
+        if seen & bit and pid != 0x26 and not (pid == 0x0B and ptype == 3):
+            return _BAIL
+        seen |= bit
+        i += 1
+        name = _PROP_NAMES[pid]
+        if kind <= 3:  # BYTE, U16, U32, VARINT
+            if kind == 0:
+                if i >= stop:
+                    return _BAIL
+                value = p[i]
+                i += 1
+            elif kind == 1:
+                if stop - i < 2:
+                    return _BAIL
+                value = (p[i] << 8) | p[i + 1]
+                i += 2
+            elif kind == 2:
+                if stop - i < 4:
+                    return _BAIL
+                value = ((<Py_ssize_t>p[i] << 24) | (p[i + 1] << 16) | (p[i + 2] << 8)
+                         | p[i + 3])
+                i += 4
+            elif not _read_varint(p, &i, stop, &value):
+                return _BAIL
+            if (_PROP_FLAGS[pid] & 1 and value > 1) or (_PROP_FLAGS[pid] & 2 and value == 0):
+                return _BAIL
+            if kind == 3:
+                ids = d.get(_SUBSCRIPTION_IDS)
+                if ids is None:
+                    d[_SUBSCRIPTION_IDS] = [value]
+                else:
+                    (<list>ids).append(value)
+            else:
+                d[name] = value
+        elif kind == 4:  # UTF-8; a Response Topic is a topic name [MQTT-3.3.2-14]
+            text = _read_str(p, &i, stop, 2 if pid == 0x08 else 0)
+            if text is _BAIL:
+                return _BAIL
+            d[name] = text
+        elif kind == 5:
+            data = _read_bin(p, &i, stop)
+            if data is _BAIL:
+                return _BAIL
+            d[name] = data
+        else:  # a User Property: a string pair
+            key = _read_str(p, &i, stop, 0)
+            if key is _BAIL:
+                return _BAIL
+            text = _read_str(p, &i, stop, 0)
+            if text is _BAIL:
+                return _BAIL
+            pairs = d.get(_USER_PROPERTIES)
+            if pairs is None:
+                d[_USER_PROPERTIES] = [(key, text)]
+            else:
+                (<list>pairs).append((key, text))
+    if seen & (1ULL << 0x16) and not seen & (1ULL << 0x15):
+        return _BAIL  # Authentication Data without a Method (§3.1.2.11.10)
+    pos[0] = stop
+    return props
+
+
+cdef inline int _packet_id(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
+    """The non-zero Packet Identifier at ``pos`` [MQTT-2.2.1-3], or -1."""
+    cdef int packet_id
+    if end - pos < 2:
+        return -1
+    packet_id = (p[pos] << 8) | p[pos + 1]
+    return packet_id if packet_id else -1
+
+
+cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end):
+    """CONNECT (MQTT 3.1.1 §3.1, MQTT 5.0 §3.1), as _cold.decode_connect reads it."""
+    cdef int level, flags
+    cdef Connect pkt
+    cdef Will will = None
+    cdef object properties = None, will_props = None, username = None, password = None
+    # Protocol Name and Level: "MQTT" with 4 or 5, "MQIsdp" with 3 (MQTT 3.1).
+    if end - pos >= 10 and memcmp(p + pos, b"\x00\x04MQTT", 6) == 0:
+        level = p[pos + 6]
+        if level != 4 and level != 5:
+            return _BAIL
+        pos += 7
+    elif end - pos >= 12 and memcmp(p + pos, b"\x00\x06MQIsdp", 8) == 0:
+        level = p[pos + 8]
+        if level != 3:
+            return _BAIL
+        pos += 9
+    else:
+        return _BAIL
+    if end - pos < 3:
+        return _BAIL
+    flags = p[pos]
+    # Reserved bit 0 clear [MQTT-3.1.2-3]; will QoS and retain only with the will flag
+    # [MQTT-3.1.2-11, -13, -15], will QoS not 3 [MQTT-3.1.2-14]; before 5.0 no password
+    # without a user name [MQTT-3.1.2-22].
+    if flags & 0x01 or (flags & 0x04 and flags & 0x18 == 0x18) or (
+            not flags & 0x04 and flags & 0x38) or (
+            level < 5 and flags & 0x40 and not flags & 0x80):
+        return _BAIL
+    keep_alive = (p[pos + 1] << 8) | p[pos + 2]
+    pos += 3
+    if level == 5:
+        properties = _fast_properties(p, &pos, end, 1)
+        if properties is _BAIL:
+            return _BAIL
+    client_id = _read_str(p, &pos, end, 0)
+    if client_id is _BAIL:
+        return _BAIL
+    if flags & 0x04:
+        if level == 5:
+            will_props = _fast_properties(p, &pos, end, 16)  # 16: the Will Properties
+            if will_props is _BAIL:
+                return _BAIL
+        topic = _read_str(p, &pos, end, 2)  # a topic name: no wildcards
+        if topic is _BAIL or not topic:
+            return _BAIL
+        payload = _read_bin(p, &pos, end)
+        if payload is _BAIL:
+            return _BAIL
+        will = Will.__new__(Will)
+        will.topic = topic
+        will.payload = payload
+        will.qos = (flags >> 3) & 3
+        will.retain = True if flags & 0x20 else False
+        will.properties = will_props
+    if flags & 0x80:
+        username = _read_str(p, &pos, end, 0)
+        if username is _BAIL:
+            return _BAIL
+    if flags & 0x40:
+        password = _read_bin(p, &pos, end)
+        if password is _BAIL:
+            return _BAIL
+    if pos != end:
+        return _BAIL
+    pkt = Connect.__new__(Connect)
+    pkt.client_id = client_id
+    pkt.protocol_version = level
+    pkt.clean_start = True if flags & 0x02 else False
+    pkt.keep_alive = keep_alive
+    pkt.username = username
+    pkt.password = password
+    pkt.will = will
+    pkt.properties = properties
+    return pkt
+
+
+cdef object _fast_filter(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end):
+    """A topic filter: a non-empty UTF-8 string [MQTT-4.7.3-1]."""
+    if end - pos[0] >= 2 and p[pos[0]] == 0 and p[pos[0] + 1] == 0:
+        return _BAIL
+    return _read_str(p, pos, end, 0)
+
+
+cdef object _fast_subscribe(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
+                            int version):
+    """SUBSCRIBE (MQTT 5.0 §3.8), as _cold.decode_subscribe reads it."""
+    cdef int packet_id = _packet_id(p, pos, end)
+    cdef unsigned char options, reserved = 0xC0 if version == 5 else 0xFC
+    cdef Py_ssize_t start
+    cdef list subscriptions = []
+    cdef Subscription sub
+    cdef Subscribe pkt
+    cdef object properties = None
+    if packet_id < 0:
+        return _BAIL
+    pos += 2
+    if version == 5:
+        properties = _fast_properties(p, &pos, end, 8)
+        if properties is _BAIL:
+            return _BAIL
+    while pos < end:
+        start = pos + 2
+        topic_filter = _fast_filter(p, &pos, end)
+        if topic_filter is _BAIL or pos >= end:
+            return _BAIL
+        options = p[pos]
+        pos += 1
+        # MQTT 5.0 §3.8.3.1: reserved bits clear [MQTT-3.8.3-5], QoS and Retain Handling
+        # not 3, no No Local on a shared subscription [MQTT-3.8.3-4]; 3.1.1 allows only
+        # the QoS bits [MQTT-3-8.3-4].
+        if options & reserved or options & 3 == 3 or options & 0x30 == 0x30 or (
+                options & 0x04 and pos - start >= 8 and memcmp(p + start, b"$share/", 7) == 0):
+            return _BAIL
+        sub = Subscription.__new__(Subscription)
+        sub.topic_filter = topic_filter
+        sub.qos = options & 3
+        sub.no_local = True if options & 0x04 else False
+        sub.retain_as_published = True if options & 0x08 else False
+        sub.retain_handling = (options >> 4) & 3
+        subscriptions.append(sub)
+    if not subscriptions:
+        return _BAIL
+    pkt = Subscribe.__new__(Subscribe)
+    pkt.packet_id = packet_id
+    pkt.subscriptions = subscriptions
+    pkt.properties = properties
+    return pkt
+
+
+cdef object _fast_unsubscribe(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
+                              int version):
+    """UNSUBSCRIBE (MQTT 5.0 §3.10), as _cold.decode_unsubscribe reads it."""
+    cdef int packet_id = _packet_id(p, pos, end)
+    cdef list filters = []
+    cdef Unsubscribe pkt
+    cdef object properties = None
+    if packet_id < 0:
+        return _BAIL
+    pos += 2
+    if version == 5:
+        properties = _fast_properties(p, &pos, end, 10)
+        if properties is _BAIL:
+            return _BAIL
+    while pos < end:
+        topic_filter = _fast_filter(p, &pos, end)
+        if topic_filter is _BAIL:
+            return _BAIL
+        filters.append(topic_filter)
+    if not filters:
+        return _BAIL
+    pkt = Unsubscribe.__new__(Unsubscribe)
+    pkt.packet_id = packet_id
+    pkt.topic_filters = filters
+    pkt.properties = properties
+    return pkt
+
+
+cdef object _fast_suback(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
+                         int ptype, int version):
+    """SUBACK (MQTT 5.0 §3.9) and UNSUBACK (§3.11): a packet identifier, properties (5.0)
+    and one known code per topic filter (before 5.0, UNSUBACK has no codes)."""
+    cdef int packet_id = _packet_id(p, pos, end)
+    cdef const bint* known = &_UNSUBACK_OK[0]
+    cdef list codes = []
+    cdef object properties = None
+    if ptype == 9:
+        known = &_SUBACK_OK[version - 3][0]
+    if packet_id < 0:
+        return _BAIL
+    pos += 2
+    if ptype == 11 and version < 5:
+        if pos != end:
+            return _BAIL
+    else:
+        if version == 5:
+            properties = _fast_properties(p, &pos, end, ptype)
+            if properties is _BAIL:
+                return _BAIL
+        if pos >= end:
+            return _BAIL
+        while pos < end:
+            if not known[p[pos]]:
+                return _BAIL
+            codes.append(p[pos])
+            pos += 1
+    if ptype == 9:
+        pkt = SubAck.__new__(SubAck)
+        (<SubAck>pkt).packet_id = packet_id
+        (<SubAck>pkt).reason_codes = codes
+        (<SubAck>pkt).properties = properties
+    else:
+        pkt = UnsubAck.__new__(UnsubAck)
+        (<UnsubAck>pkt).packet_id = packet_id
+        (<UnsubAck>pkt).reason_codes = codes
+        (<UnsubAck>pkt).properties = properties
+    return pkt
+
+
 cdef object _decode_body(const unsigned char* p, Py_ssize_t start, Py_ssize_t body,
                          Py_ssize_t end, int version):
     """Decode the packet at p[start:end] whose body starts at ``body``."""
@@ -1219,7 +1833,20 @@ cdef object _decode_body(const unsigned char* p, Py_ssize_t start, Py_ssize_t bo
         if body != end:
             raise length_mismatch(PACKET_NAMES[ptype], body, end)
         return PingReq.__new__(PingReq) if ptype == 12 else PingResp.__new__(PingResp)
-    # Cold packets: the shared decoder reads a copy of just this packet.
+    if ptype == 1:
+        packet = _fast_connect(p, body, end)
+    elif ptype == 8:
+        packet = _fast_subscribe(p, body, end, version)
+    elif ptype == 9 or ptype == 11:
+        packet = _fast_suback(p, body, end, ptype, version)
+    elif ptype == 10:
+        packet = _fast_unsubscribe(p, body, end, version)
+    else:
+        packet = _BAIL
+    if packet is not _BAIL:
+        return packet
+    # The rest, and what the C readers do not vouch for: the shared decoder reads a copy
+    # of just this packet.
     packet = PyBytes_FromStringAndSize(<const char*>p + start, end - start)
     try:
         return _COLD_DECODERS[ptype](packet, body - start, end - start, b0, version, _NS)

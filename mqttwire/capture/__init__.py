@@ -8,8 +8,11 @@ The layers, each usable alone:
 - :class:`MqttStreams` (records.py): those streams decoded into :class:`Record` objects;
 - :func:`read_capture`: all of the above for one file.
 
-Everything is pure Python for now; :mod:`mqttwire.capture.synth` writes synthetic
-captures for tests and benchmarks.
+:func:`read_capture` runs its per-frame loop in the compiled module
+:mod:`mqttwire.capture._fast` when it reads with the Cython codec; the pure-Python layers
+above are the reference and the fallback (with the pure codec, or where the module is not
+built), and they handle everything the compiled loop hands over to them.
+:mod:`mqttwire.capture.synth` writes synthetic captures for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -20,9 +23,17 @@ from types import ModuleType
 from typing import BinaryIO, Union
 
 from .link import IPFragment, TcpSegment, parse_frame
+from .loop import _read_pure
 from .pcap import CaptureFormatError, Frame, iter_frames
-from .records import MqttStreams, Record, ip_text, looks_like_connect
+from .records import MqttStreams, Record, looks_like_connect
 from .tcp import TcpConnection, TcpReassembler, TcpStream
+
+try:
+    if os.environ.get("MQTTWIRE_PURE_PYTHON"):  # as mqttwire._impl decides for the codec
+        raise ImportError("a pure-Python run was asked for")
+    from . import _fast
+except ImportError:  # a pure-Python install or run
+    _fast = None  # type: ignore[assignment]
 
 __all__ = [
     "CaptureFormatError",
@@ -95,39 +106,11 @@ def read_capture(
 def _read(f: BinaryIO, name: str, ports: Iterable[int], payload_limit: int | None,
           codec: ModuleType, version: int | None, max_pending: int,
           stream_ends: bool) -> Iterator[Record]:
+    """The records of the capture in ``f``: through the compiled loop of
+    :mod:`mqttwire.capture._fast` when ``codec`` is the Cython codec and that module is
+    built, else through :func:`_read_pure`.  Both yield the same records."""
     handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
                           version=version, max_pending=max_pending, stream_ends=stream_ends)
-    add = handler.reassembler.add
-    out = handler.out
-    ts = 0
-    failure: CaptureFormatError | None = None
-    try:
-        for index, _offset, ts, linktype, data, _orig_len, _iface in iter_frames(f, name):
-            seg = parse_frame(linktype, data)
-            if seg is None:
-                continue
-            handler.frame = index
-            if isinstance(seg, TcpSegment):
-                add(ts, seg)
-            else:
-                out.append(_fragment_record(name, index, ts, seg))
-            if out:
-                yield from out
-                out.clear()
-    except CaptureFormatError as exc:
-        failure = exc
-    handler.reassembler.flush(ts)
-    yield from out
-    out.clear()
-    if failure is not None:
-        yield Record("capture_error", name, ts, error=str(failure),
-                     error_offset=failure.offset)
-
-
-def _fragment_record(name: str, index: int, ts: int, frag: IPFragment) -> Record:
-    return Record(
-        "fragment", name, ts, index, src_ip=ip_text(frag.src), src_port=frag.sport,
-        dst_ip=ip_text(frag.dst), dst_port=frag.dport, length=frag.length,
-        error=(f"IP fragment (protocol {frag.protocol}, id 0x{frag.ident:x}, offset "
-               f"{frag.offset}{', more follow' if frag.more else ''}): not reassembled"),
-    )
+    if _fast is not None and codec is _fast.CODEC:
+        return _fast.FastReader(f, handler)
+    return _read_pure(f, handler)

@@ -117,45 +117,67 @@ _PCAP_MAGIC_US = 0xA1B2C3D4  # microsecond timestamps
 _PCAP_MAGIC_NS = 0xA1B23C4D  # nanosecond timestamps
 
 
-def _iter_pcap(src: _Source, endian: str, nanos: bool) -> Iterator[Frame]:
-    # File header (24 bytes): magic u32, version major u16, minor u16, reserved u32 x2,
-    # snaplen u32, then LinkType in the low 16 bits of the last u32 (the upper bits hold
-    # an FCS length flag that does not matter here).
+def _pcap_header(src: _Source, endian: str) -> tuple[int, int]:
+    """Read the file header (24 bytes): (LinkType, position of the first record).
+
+    Layout: magic u32, version major u16, minor u16, reserved u32 x2, snaplen u32, then
+    LinkType in the low 16 bits of the last u32 (the upper bits hold an FCS length flag
+    that does not matter here).
+    """
     if not src.fill(24):
         raise src.error(0, "pcap file header truncated (24 bytes needed)")
     (link,) = struct.unpack_from(endian + "20xI", src.buf, 0)
-    linktype = link & 0xFFFF
+    return link & 0xFFFF, 24
+
+
+def _pcap_more_header(src: _Source, pos: int) -> bool:
+    """Fewer than 16 bytes are left at ``pos``: refill ``src`` from there (its ``buf``
+    then starts at the record header); False at a clean end of file."""
+    src.pos = pos
+    if not src.fill(16):
+        if len(src.buf) - src.pos:
+            raise src.error(src.base + src.pos, "pcap record header truncated")
+        return False
+    return True
+
+
+def _pcap_more_data(src: _Source, pos: int, caplen: int) -> None:
+    """The record at ``pos`` ends past the bytes read: refill ``src`` from there (its
+    ``buf`` then starts at the record header and holds the whole record)."""
+    src.pos = pos
+    if not src.fill(16 + caplen):
+        raise src.error(
+            src.base,
+            f"pcap record claims {caplen} bytes but the file ends after {len(src.buf) - 16}",
+        )
+
+
+def _pcap_implausible(src: _Source, offset: int, caplen: int) -> CaptureFormatError:
+    return src.error(offset, f"pcap record length {caplen} is implausible (corrupt file)")
+
+
+def _iter_pcap(src: _Source, endian: str, nanos: bool) -> Iterator[Frame]:
+    linktype, pos = _pcap_header(src, endian)
     unpack = struct.Struct(endian + "IIII").unpack_from  # ts_sec, ts_frac, caplen, orig_len
     scale = 1 if nanos else 1000
     limit = MAX_FRAME
     index = 0
     # The hot loop keeps the chunk, its view and the position in locals, and writes the
     # position back to ``src`` only to read more.
-    buf, view, base, pos = src.buf, src.view, src.base, 24
+    buf, view, base = src.buf, src.view, src.base
     n = len(buf)
     while True:
         if n - pos < 16:
-            src.pos = pos
-            if not src.fill(16):
-                if len(src.buf) - src.pos:
-                    raise src.error(src.base + src.pos, "pcap record header truncated")
+            if not _pcap_more_header(src, pos):
                 return
             buf, view, base, pos = src.buf, src.view, src.base, 0
             n = len(buf)
         ts_sec, ts_frac, caplen, orig_len = unpack(buf, pos)
         if caplen > limit:
-            raise src.error(
-                base + pos, f"pcap record length {caplen} is implausible (corrupt file)"
-            )
+            raise _pcap_implausible(src, base + pos, caplen)
         end = pos + 16 + caplen
         if end > n:
-            src.pos = pos
-            if not src.fill(16 + caplen):
-                raise src.error(
-                    src.base,
-                    f"pcap record claims {caplen} bytes but the file ends after "
-                    f"{len(src.buf) - 16}",
-                )
+            _pcap_more_data(src, pos, caplen)
             buf, view, base, pos = src.buf, src.view, src.base, 0
             n = len(buf)
             end = 16 + caplen
@@ -229,42 +251,59 @@ def _parse_idb_options(iface: _Interface, buf: bytes, pos: int, end: int, endian
         pos += (length + 3) & ~3
 
 
-def _iter_pcapng(src: _Source) -> Iterator[Frame]:
-    endian = "<"
-    interfaces: list[_Interface] = []
-    head = struct.Struct("<II")
-    epb = struct.Struct("<IIIII")  # interface id, ts high, ts low, caplen, orig_len
-    index = 0
-    section_seen = False
-    while True:
+class _Pcapng:
+    """A pcapng file being read, one block at a time (:meth:`block`).
+
+    Attributes:
+        src: the file.
+        endian: the current section's byte order, "<" or ">".
+        interfaces: the current section's interfaces, by id.
+        index: the number of the last frame read.
+    """
+
+    __slots__ = ("endian", "epb", "head", "index", "interfaces", "section_seen", "src")
+
+    def __init__(self, src: _Source) -> None:
+        self.src = src
+        self.endian = "<"
+        self.interfaces: list[_Interface] = []
+        self.head = struct.Struct("<II")
+        self.epb = struct.Struct("<IIIII")  # interface id, ts high, ts low, caplen, orig_len
+        self.index = 0
+        self.section_seen = False
+
+    def block(self) -> Frame | bool:
+        """Read the block at ``src.pos`` and move past it: its frame, True for a block
+        that holds none, or False at the end of the file."""
+        src = self.src
         pos = src.pos
         if len(src.buf) - pos < 12:
             if not src.fill(12):
                 if len(src.buf) - src.pos:
                     raise src.error(src.base + src.pos, "pcapng block header truncated")
-                return
+                return False
             pos = 0
         buf = src.buf
-        block_type, total = head.unpack_from(buf, pos)
+        block_type, total = self.head.unpack_from(buf, pos)
         offset = src.base + pos
         if block_type == _SHB:
             # The byte-order magic right after the length tells this section's byte order.
-            if len(buf) - pos < 12:
-                raise src.error(offset, "pcapng section header truncated")
             (magic,) = struct.unpack_from("<I", buf, pos + 8)
             if magic == _BYTE_ORDER_MAGIC:
-                endian = "<"
+                self.endian = "<"
             elif magic == 0x4D3C2B1A:
-                endian = ">"
+                self.endian = ">"
             else:
                 raise src.error(offset, f"pcapng byte-order magic 0x{magic:08x} is wrong")
-            head = struct.Struct(endian + "II")
-            epb = struct.Struct(endian + "IIIII")
-            block_type, total = head.unpack_from(buf, pos)
-            interfaces = []  # interface ids are numbered per section
-            section_seen = True
-        elif not section_seen:
+            self.head = struct.Struct(self.endian + "II")
+            self.epb = struct.Struct(self.endian + "IIIII")
+            block_type, total = self.head.unpack_from(buf, pos)
+            self.interfaces = []  # interface ids are numbered per section
+            self.section_seen = True
+        elif not self.section_seen:
             raise src.error(offset, "pcapng file does not start with a section header")
+        endian = self.endian
+        interfaces = self.interfaces
         if total < 12 or total & 3:
             raise src.error(offset, f"pcapng block length {total} is invalid")
         if total > MAX_FRAME:
@@ -285,10 +324,11 @@ def _iter_pcapng(src: _Source) -> Iterator[Frame]:
                 offset, f"pcapng block length {total} does not match its trailer {trailer}"
             )
         body = pos + 8
+        frame: Frame | bool = True
         if block_type == _EPB:
             if total < 32:
                 raise src.error(offset, "pcapng enhanced packet block too short")
-            if_id, ts_hi, ts_lo, caplen, orig_len = epb.unpack_from(buf, body)
+            if_id, ts_hi, ts_lo, caplen, orig_len = self.epb.unpack_from(buf, body)
             if caplen > total - 32:
                 raise src.error(
                     offset, f"packet length {caplen} overruns its block of {total} bytes"
@@ -296,18 +336,11 @@ def _iter_pcapng(src: _Source) -> Iterator[Frame]:
             if if_id >= len(interfaces):
                 raise src.error(offset, f"packet names undefined interface {if_id}")
             iface = interfaces[if_id]
-            index += 1
-            yield _new_frame(
+            self.index += 1
+            frame = _new_frame(
                 Frame,
-                (
-                    index,
-                    offset,
-                    iface.ns((ts_hi << 32) | ts_lo),
-                    iface.linktype,
-                    src.view[body + 20 : body + 20 + caplen],
-                    orig_len,
-                    if_id,
-                ),
+                (self.index, offset, iface.ns((ts_hi << 32) | ts_lo), iface.linktype,
+                 src.view[body + 20 : body + 20 + caplen], orig_len, if_id),
             )
         elif block_type == _SPB:
             # No timestamp, no interface id (it is interface 0), no captured length: the
@@ -319,10 +352,10 @@ def _iter_pcapng(src: _Source) -> Iterator[Frame]:
             caplen = min(orig_len, total - 16)
             if iface.snaplen:
                 caplen = min(caplen, iface.snaplen)
-            index += 1
-            yield _new_frame(
+            self.index += 1
+            frame = _new_frame(
                 Frame,
-                (index, offset, 0, iface.linktype, src.view[body + 4 : body + 4 + caplen],
+                (self.index, offset, 0, iface.linktype, src.view[body + 4 : body + 4 + caplen],
                  orig_len, 0),
             )
         elif block_type == _OPB:
@@ -334,10 +367,10 @@ def _iter_pcapng(src: _Source) -> Iterator[Frame]:
             if caplen > total - 32 or if_id >= len(interfaces):
                 raise src.error(offset, "pcapng packet block is inconsistent")
             iface = interfaces[if_id]
-            index += 1
-            yield _new_frame(
+            self.index += 1
+            frame = _new_frame(
                 Frame,
-                (index, offset, iface.ns((ts_hi << 32) | ts_lo), iface.linktype,
+                (self.index, offset, iface.ns((ts_hi << 32) | ts_lo), iface.linktype,
                  src.view[body + 20 : body + 20 + caplen], orig_len, if_id),
             )
         elif block_type == _IDB:
@@ -350,6 +383,18 @@ def _iter_pcapng(src: _Source) -> Iterator[Frame]:
         # Every other block type (statistics, name resolution, custom, ...) is skipped:
         # its length has been checked, so skipping it is safe.
         src.pos = end
+        return frame
+
+
+def _iter_pcapng(src: _Source) -> Iterator[Frame]:
+    reader = _Pcapng(src)
+    block = reader.block
+    while True:
+        frame = block()
+        if frame is False:
+            return
+        if frame is not True:
+            yield frame
 
 
 # ---------------------------------------------------------------------------------------
@@ -368,15 +413,24 @@ def iter_frames(f: BinaryIO, name: str | None = None) -> Iterator[Frame]:
             names the file and the offset.  The frames before the problem were yielded.
     """
     src = _Source(f, name or str(getattr(f, "name", "<stream>")))
+    fmt, endian, nanos = _detect(src)
+    if fmt == "pcapng":
+        return _iter_pcapng(src)
+    return _iter_pcap(src, endian, nanos)
+
+
+def _detect(src: _Source) -> tuple[str, str, bool]:
+    """The format by the file's first four bytes: ("pcapng", "<", False), or ("pcap",
+    its byte order, whether its timestamps are in nanoseconds)."""
     if not src.fill(4):
         raise src.error(0, "not a pcap or pcapng file (shorter than 4 bytes)")
     magic = src.buf[:4]
     if magic == b"\x0a\x0d\x0d\x0a":
-        return _iter_pcapng(src)
+        return "pcapng", "<", False
     for endian in "<>":
         (value,) = struct.unpack(endian + "I", magic)
         if value == _PCAP_MAGIC_US:
-            return _iter_pcap(src, endian, nanos=False)
+            return "pcap", endian, False
         if value == _PCAP_MAGIC_NS:
-            return _iter_pcap(src, endian, nanos=True)
+            return "pcap", endian, True
     raise src.error(0, f"not a pcap or pcapng file (magic {magic.hex()})")

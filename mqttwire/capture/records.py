@@ -449,14 +449,26 @@ class _Direction:
         try:
             packets = self.dec.feed(data)
         except MQTTWireError as exc:
-            done = len(exc.packets)
-            self._packets(exc.packets, framed, ts)
-            start = framed[done][0] if done < len(framed) else self.start
-            where = None if exc.offset is None else exc.offset + self.dec_base
-            self._record("error", ts, start, self.end - start, error=str(exc),
-                         reason_code=exc.reason_code, error_offset=where)
-            self._broken()
+            self._failed(exc, framed, ts)
             return
+        self._decoded(packets, framed, ts)
+
+    def _failed(self, exc: MQTTWireError, framed: list[tuple[int, int, int]],
+                ts: int) -> None:
+        """The decoder raised ``exc`` on the data just framed as ``framed``: records for
+        the packets it completed first, then an error record for the rest."""
+        done = len(exc.packets)
+        self._packets(exc.packets, framed, ts)
+        start = framed[done][0] if done < len(framed) else self.start
+        where = None if exc.offset is None else exc.offset + self.dec_base
+        self._record("error", ts, start, self.end - start, error=str(exc),
+                     reason_code=exc.reason_code, error_offset=where)
+        self._broken()
+
+    def _decoded(self, packets: list[Any], framed: list[tuple[int, int, int]],
+                 ts: int) -> None:
+        """Records for the ``packets`` the decoder returned for the data just framed as
+        ``framed``."""
         if len(packets) != len(framed):
             # The codec and the framing disagree about packet boundaries: nothing after
             # the last packet both agree on can be trusted.

@@ -1,0 +1,17 @@
+"""Typing for the compiled capture loop (mqttwire/capture/_fast.pyx)."""
+
+from collections.abc import Iterator
+from types import ModuleType
+from typing import BinaryIO
+
+from .records import MqttStreams, Record
+
+CODEC: ModuleType
+"""The codec module this loop decodes with (mqttwire._speedups)."""
+
+class FastReader(Iterator[Record]):
+    """Iterate over the records of a capture, as ``_read_pure(f, handler)`` does."""
+
+    def __init__(self, f: BinaryIO, handler: MqttStreams) -> None: ...
+    def __iter__(self) -> FastReader: ...
+    def __next__(self) -> Record: ...

@@ -1,0 +1,68 @@
+"""The per-frame loop of :func:`mqttwire.capture.read_capture`, in pure Python.
+
+:func:`_read_pure` is the reference loop (and the one used with the pure codec, or where
+the compiled :mod:`mqttwire.capture._fast` is not built); :func:`_frame` and
+:func:`_finish` are the steps both loops share: the compiled one hands every frame it does
+not handle itself to :func:`_frame`, and ends with :func:`_finish`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from .link import IPFragment, TcpSegment, parse_frame
+from .pcap import CaptureFormatError, iter_frames
+from .records import MqttStreams, Record, ip_text
+
+__all__: list[str] = []
+
+
+def _read_pure(f: BinaryIO, handler: MqttStreams) -> Iterator[Record]:
+    """The reference loop: frames from iter_frames, each through :func:`_frame`."""
+    out = handler.out
+    ts = 0
+    failure: CaptureFormatError | None = None
+    try:
+        for index, _offset, ts, linktype, data, _orig_len, _iface in iter_frames(
+                f, handler.capture):
+            _frame(handler, index, ts, linktype, data)
+            if out:
+                yield from out
+                out.clear()
+    except CaptureFormatError as exc:
+        failure = exc
+    _finish(handler, ts, failure)
+    yield from out
+    out.clear()
+
+
+def _frame(handler: MqttStreams, index: int, ts: int, linktype: int, data: memoryview) -> None:
+    """Process frame number ``index``: its TCP segment goes to the reassembler, an IP
+    fragment becomes a record, anything else is not ours."""
+    seg = parse_frame(linktype, data)
+    if seg is None:
+        return
+    handler.frame = index
+    if isinstance(seg, TcpSegment):
+        handler.reassembler.add(ts, seg)
+    else:
+        handler.out.append(_fragment_record(handler.capture, index, ts, seg))
+
+
+def _finish(handler: MqttStreams, ts: int, failure: CaptureFormatError | None) -> None:
+    """The end of the capture (``ts``: its last frame's time): open streams end, and a
+    file error becomes the last record."""
+    handler.reassembler.flush(ts)
+    if failure is not None:
+        handler.out.append(Record("capture_error", handler.capture, ts, error=str(failure),
+                                  error_offset=failure.offset))
+
+
+def _fragment_record(name: str, index: int, ts: int, frag: IPFragment) -> Record:
+    return Record(
+        "fragment", name, ts, index, src_ip=ip_text(frag.src), src_port=frag.sport,
+        dst_ip=ip_text(frag.dst), dst_port=frag.dport, length=frag.length,
+        error=(f"IP fragment (protocol {frag.protocol}, id 0x{frag.ident:x}, offset "
+               f"{frag.offset}{', more follow' if frag.more else ''}): not reassembled"),
+    )
