@@ -40,10 +40,11 @@ from ._wire import (
 PROTOCOL_NAMES = {3: "MQIsdp", 4: "MQTT", 5: "MQTT"}
 
 
-def frame(b0: int, body: bytes, name: str) -> bytes:
-    """Fixed header + body."""
-    check_remaining_length(name, len(body))
-    return bytes((b0,)) + encode_varint(len(body)) + body
+def frame(b0: int, body: bytes | bytearray, name: str) -> bytes:
+    """Fixed header + body, as bytes (one copy of the body)."""
+    n = len(body)
+    check_remaining_length(name, n)
+    return bytes((b0,)) + encode_varint(n) + body
 
 
 def _end_check(name: str, pos: int, end: int) -> None:
@@ -237,7 +238,7 @@ def encode_connect(pkt: Any) -> bytes:
         body += encode_utf8(pkt.username, name, "user name", version)
     if pkt.password is not None:
         body += encode_binary(pkt.password, name, "password")
-    return frame(0x10, bytes(body), name)
+    return frame(0x10, body, name)
 
 
 # ---------------------------------------------------------------------------------------
@@ -382,40 +383,44 @@ def encode_subscribe(pkt: Any, version: int) -> bytes:
     if not pkt.subscriptions:
         raise ProtocolError(name, "no topic filter", rule=rule("subscribe_no_filter", version))
     for sub in pkt.subscriptions:
-        if not sub.topic_filter:
+        topic_filter = sub.topic_filter
+        qos = sub.qos
+        if not topic_filter:  # [MQTT-4.7.3-1]
             raise MalformedPacket(name, "topic filter is empty", rule=rule("topic_length", version))
-        if sub.qos not in (0, 1, 2):
+        if qos not in (0, 1, 2):  # MQTT 5.0 §3.8.3.1
             raise MalformedPacket(
-                name, f"requested QoS is {sub.qos!r}", rule=rule("subscribe_qos", version)
+                name, f"requested QoS is {qos!r}", rule=rule("subscribe_qos", version)
             )
-        options = sub.qos
-        if version == 5:
-            if sub.retain_handling not in (0, 1, 2):
+        options = qos
+        if version == 5:  # Subscription Options (MQTT 5.0 §3.8.3.1)
+            retain_handling = sub.retain_handling
+            no_local = sub.no_local
+            if retain_handling not in (0, 1, 2):
                 raise ProtocolError(
                     name,
-                    f"retain handling is {sub.retain_handling!r}",
+                    f"retain handling is {retain_handling!r}",
                     rule=rule("subscribe_retain_handling", version),
                 )
-            if sub.no_local and sub.topic_filter.startswith("$share/"):
+            if no_local and topic_filter.startswith("$share/"):
                 raise ProtocolError(
                     name,
                     "No Local set on a shared subscription",
                     rule=rule("no_local_shared", version),
                 )
-            options |= (
-                (0x04 if sub.no_local else 0)
-                | (0x08 if sub.retain_as_published else 0)
-                | (sub.retain_handling << 4)
-            )
+            options |= retain_handling << 4
+            if no_local:
+                options |= 0x04
+            if sub.retain_as_published:
+                options |= 0x08
         elif sub.no_local or sub.retain_as_published or sub.retain_handling:
             raise ProtocolError(
                 name,
                 f"subscription options other than QoS exist only in MQTT 5.0, not at "
                 f"level {version}",
             )
-        body += encode_utf8(sub.topic_filter, name, "topic filter", version)
+        body += encode_utf8(topic_filter, name, "topic filter", version)
         body.append(options)
-    return frame(0x82, bytes(body), name)
+    return frame(0x82, body, name)
 
 
 def decode_unsubscribe(data: Buffer, pos: int, end: int, b0: int, version: int, ns: Any) -> Any:
@@ -441,7 +446,7 @@ def encode_unsubscribe(pkt: Any, version: int) -> bytes:
         if not topic_filter:
             raise MalformedPacket(name, "topic filter is empty", rule=rule("topic_length", version))
         body += encode_utf8(topic_filter, name, "topic filter", version)
-    return frame(0xA2, bytes(body), name)
+    return frame(0xA2, body, name)
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ build when decoding (unlike ``__slots__``, which would need every slot set).
 
 from __future__ import annotations
 
+from struct import Struct
 from typing import Any
 
 from ._constants import PacketType as P
@@ -77,9 +78,6 @@ _TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
 PROPERTY_NAMES: dict[str, int] = {name: pid for pid, (name, _, _) in _TABLE.items()}
 
 
-def _by_identifier(item: tuple[str, Any]) -> int:
-    return PROPERTY_NAMES[item[0]]
-
 # Byte properties whose only values are 0 and 1 (MQTT 5.0 §3.1.2.11.7, §3.1.2.11.6,
 # §3.2.2.3.4, §3.2.2.3.5, §3.2.2.3.11-13; §3.3.2.3.2 for the Payload Format Indicator).
 _BOOLEAN_BYTES = frozenset((0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A))
@@ -88,7 +86,6 @@ _BOOLEAN_BYTES = frozenset((0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A))
 # (§3.3.2.3.8).
 _NONZERO = frozenset((0x21, 0x27, 0x23, 0x0B))
 _MAX = {BYTE: 0xFF, U16: 0xFFFF, U32: 0xFFFF_FFFF, VARINT: 268_435_455}
-_SIZE = {BYTE: 1, U16: 2, U32: 4}  # bytes of the fixed-size integer types
 
 
 def _title(name: str) -> str:
@@ -105,6 +102,25 @@ _DECODE = {
     pid: (name, kind, allowed, _title(name)) for pid, (name, kind, allowed) in _TABLE.items()
 }
 _CHECKED = _BOOLEAN_BYTES | _NONZERO  # integer properties with a range narrower than their type
+
+# Identifier byte and big-endian value of the fixed-size integer types, in one call.
+_PACK = {BYTE: Struct(">BB").pack, U16: Struct(">BH").pack, U32: Struct(">BI").pack}
+
+
+def _bounds(pid: int, kind: int) -> tuple[int, int]:
+    """The values an integer property may take: its type's range, narrowed for the
+    properties of _BOOLEAN_BYTES (0 or 1) and _NONZERO (not 0)."""
+    if pid in _BOOLEAN_BYTES:
+        return 0, 1
+    return (1 if pid in _NONZERO else 0), _MAX.get(kind, 0)
+
+
+# identifier -> (value type, allowed packet types, title, smallest and largest valid
+# value, writer of the identifier and value or None), for the encoder's loop.
+_ENCODE = {
+    pid: (kind, allowed, field, *_bounds(pid, kind), _PACK.get(kind))
+    for pid, (_, kind, allowed, field) in _DECODE.items()
+}
 
 
 def _value_problem(pid: int, value: int) -> tuple[str, str] | None:
@@ -175,14 +191,7 @@ class Properties:
 
     def items(self) -> list[tuple[str, Any]]:
         """The properties that are present, as (name, value), in identifier order."""
-        # Only the instance dict holds present properties: a packet has a few of 27.
-        present = []
-        for name, value in self.__dict__.items():
-            if value is not None and value != []:
-                present.append((name, value))
-        if len(present) > 1:
-            present.sort(key=_by_identifier)
-        return present
+        return [(name, value) for _, name, value in _present(self)]
 
     def __bool__(self) -> bool:
         for value in self.__dict__.values():
@@ -200,6 +209,19 @@ class Properties:
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={value!r}" for name, value in self.items())
         return f"Properties({inner})"
+
+
+def _present(props: Properties) -> list[tuple[int, str, Any]]:
+    """(identifier, name, value) of each property present, in identifier order.
+
+    Only the instance dict holds present properties: a packet has a few of 27.  Sorting
+    the triples compares only their distinct identifiers, in C (no key function)."""
+    present = []
+    for name, value in props.__dict__.items():
+        if value is not None and value != []:
+            present.append((PROPERTY_NAMES[name], name, value))
+    present.sort()
+    return present
 
 
 def same_properties(a: Properties | None, b: Properties | None) -> bool:
@@ -322,9 +344,8 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
     out = bytearray()
     has_method = False
     has_data = False
-    for name, value in props.items():
-        pid = PROPERTY_NAMES[name]
-        _, kind, allowed, field = _DECODE[pid]
+    for pid, _, value in _present(props):
+        kind, allowed, field, low, high, pack = _ENCODE[pid]
         if ptype not in allowed:
             where = "will properties" if ptype == WILL else pname
             raise MalformedPacket(
@@ -332,45 +353,49 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
                 f"property 0x{pid:02X} ({field}) is not allowed in {where}",
                 rule=rule("property_identifier", 5),
             )
-        if pid == 0x26:
-            for pair in value:
-                if len(pair) != 2:
-                    raise TypeError(f"{pname}: user properties must be (name, value) pairs")
-                out.append(pid)
-                out += encode_utf8(pair[0], pname, "user property name", 5)
-                out += encode_utf8(pair[1], pname, "user property value", 5)
-            continue
-        if pid == 0x0B:
-            if len(value) > 1 and ptype != P.PUBLISH:
-                raise _duplicate(pname, pid, None, 5)  # type: ignore[arg-type]
-            for ident in value:
-                _check_int(pname, pid, field, VARINT, ident)
-                out.append(pid)
-                out += encode_varint(ident)
-            continue
-        out.append(pid)
-        if kind == UTF8:
+        if pack is not None:  # BYTE, U16, U32
+            # A well-typed value in range is written at once; _check_int words the error
+            # for anything else.
+            if type(value) is not int or not low <= value <= high:
+                _check_int(pname, pid, field, kind, value)
+            out += pack(pid, value)
+        elif kind == UTF8:
             if pid == 0x08 and isinstance(value, str) and ("+" in value or "#" in value):
                 raise ProtocolError(
                     pname,
                     "response topic contains a wildcard",
                     rule=rule("response_topic_wildcard", 5),
                 )
+            out.append(pid)
             out += encode_utf8(value, pname, field, 5)
-            has_method |= pid == 0x15
+            if pid == 0x15:
+                has_method = True
+        elif kind == PAIR:
+            for pair in value:
+                if len(pair) != 2:
+                    raise TypeError(f"{pname}: user properties must be (name, value) pairs")
+                out.append(pid)
+                out += encode_utf8(pair[0], pname, "user property name", 5)
+                out += encode_utf8(pair[1], pname, "user property value", 5)
         elif kind == BINARY:
+            out.append(pid)
             out += encode_binary(value, pname, field)
-            has_data |= pid == 0x16
-        else:
-            _check_int(pname, pid, field, kind, value)
-            out += value.to_bytes(_SIZE[kind], "big")
+            if pid == 0x16:
+                has_data = True
+        else:  # VARINT: Subscription Identifier
+            if len(value) > 1 and ptype != P.PUBLISH:
+                raise _duplicate(pname, pid, None, 5)  # type: ignore[arg-type]
+            for ident in value:
+                _check_int(pname, pid, field, VARINT, ident)
+                out.append(pid)
+                out += encode_varint(ident)
     if has_data and not has_method:
         raise ProtocolError(
             pname,
             "authentication data without an authentication method",
             rule=rule("auth_data_without_method", 5),
         )
-    return encode_varint(len(out)) + bytes(out)
+    return encode_varint(len(out)) + out
 
 
 def _check_int(pname: str, pid: int, field: str, kind: int, value: object) -> None:

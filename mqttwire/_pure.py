@@ -13,7 +13,9 @@ decoded and encoded by the shared ``_cold`` module.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from struct import Struct
+from struct import error as struct_error
 from typing import Any, Union
 
 from . import _cold
@@ -42,6 +44,7 @@ from ._wire import (
     length_mismatch,
     null_error,
     overrun,
+    pack_u16,
     packet_id_zero_error,
     reason_code_error,
     remaining_length_error,
@@ -244,6 +247,34 @@ class Publish(_PacketBase):
             ("properties", self.properties, None)))
 
 
+# The first byte (type and flags, MQTT 5.0 §2.1.2) of each acknowledgement.
+_ACK_FIRST_BYTE = {4: 0x40, 5: 0x50, 6: 0x62, 7: 0x70}
+
+
+def _ack_encode(ptype: int) -> Callable[..., bytes]:
+    """The encode() method of the acknowledgement class of type ``ptype``: each class
+    gets its own, so that its first byte is a closure variable rather than a class
+    attribute looked up on every call (issue 5: this is a 250 ns operation)."""
+    head = _ACK_FIRST_BYTE[ptype] << 8 | 2  # first byte, Remaining Length 2
+
+    def encode(self: _Ack, version: int = 5) -> bytes:
+        # The usual acknowledgement, Success without properties, is the same 4 bytes at
+        # every level (MQTT 5.0 §3.4.2.1: the reason code 0x00 is left out when there are
+        # no properties): written in one step for a non-zero int packet identifier
+        # [MQTT-2.2.1-3]; struct refuses one above 65,535 or below 0.  Anything else goes
+        # to _encode_ack, which checks every field and words the errors.
+        pid = self.packet_id
+        if (type(pid) is int and pid and self.reason_code == 0 and self.properties is None
+                and (version == 4 or version == 5 or version == 3)):
+            try:
+                return _pack_ack(head, pid)
+            except struct_error:
+                pass
+        return _encode_ack(self, version)
+
+    return encode
+
+
 class _Ack(_PacketBase):
     """PUBACK, PUBREC, PUBREL and PUBCOMP: a packet identifier, and from MQTT 5.0 on a
     reason code and properties (MQTT 5.0 §3.4-§3.7)."""
@@ -257,9 +288,6 @@ class _Ack(_PacketBase):
         self.packet_id = packet_id
         self.reason_code = reason_code
         self.properties = properties
-
-    def encode(self, version: int = 5) -> bytes:
-        return _encode_ack(self, version)
 
     def __eq__(self, other: object) -> bool:
         if not same_kind(self, other):
@@ -280,6 +308,7 @@ class PubAck(_Ack):
 
     __slots__ = ()
     packet_type = PacketType.PUBACK
+    encode = _ack_encode(PacketType.PUBACK)
 
 
 class PubRec(_Ack):
@@ -287,6 +316,7 @@ class PubRec(_Ack):
 
     __slots__ = ()
     packet_type = PacketType.PUBREC
+    encode = _ack_encode(PacketType.PUBREC)
 
 
 class PubRel(_Ack):
@@ -294,6 +324,7 @@ class PubRel(_Ack):
 
     __slots__ = ()
     packet_type = PacketType.PUBREL
+    encode = _ack_encode(PacketType.PUBREL)
 
 
 class PubComp(_Ack):
@@ -301,6 +332,7 @@ class PubComp(_Ack):
 
     __slots__ = ()
     packet_type = PacketType.PUBCOMP
+    encode = _ack_encode(PacketType.PUBCOMP)
 
 
 class Subscription:
@@ -555,7 +587,7 @@ class Auth(_PacketBase):
 
 
 _ACKS = {4: PubAck, 5: PubRec, 6: PubRel, 7: PubComp}
-_ACK_FIRST_BYTE = {4: 0x40, 5: 0x50, 6: 0x62, 7: 0x70}
+_pack_ack = Struct(">HH").pack  # first byte and Remaining Length, packet identifier
 
 # ---------------------------------------------------------------------------------------
 # Encoding the hot packets
@@ -590,31 +622,35 @@ def _encode_publish(pkt: Publish, version: int) -> bytes:
         if not isinstance(payload, (bytearray, memoryview)):
             raise TypeError(f"{name}: payload must be bytes, not {type(payload).__name__}")
         payload = bytes(payload)
-    parts = [raw_topic]
+    packet_id = b""
     if qos:
-        parts.append(check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big"))
+        packet_id = pack_u16(check_packet_id(pkt.packet_id, name, version))
     elif pkt.packet_id is not None:
         raise ProtocolError(name, "a QoS 0 message has no packet identifier")
+    properties = b""
     if version == 5:
-        parts.append(encode_properties(pkt.properties, PacketType.PUBLISH, name))
+        properties = (
+            b"\x00" if pkt.properties is None
+            else encode_properties(pkt.properties, PacketType.PUBLISH, name)
+        )
     elif pkt.properties:
         raise ProtocolError(name, f"properties exist only in MQTT 5.0, not at level {version}")
-    parts.append(payload)
-    body = b"".join(parts)
-    length = len(body)
+    length = len(raw_topic) + len(packet_id) + len(properties) + len(payload)
     if length > MAX_REMAINING_LENGTH:
         raise MalformedPacket(
             name, f"packet too long to encode: Remaining Length {length} exceeds 268,435,455"
         )
     b0 = 0x30 | (0x08 if pkt.dup else 0) | (qos << 1) | (1 if pkt.retain else 0)
-    return bytes((b0,)) + encode_varint(length) + body
+    # One join: the payload is copied once, into the packet.
+    return b"".join((bytes((b0,)), encode_varint(length), raw_topic, packet_id, properties,
+                     payload))
 
 
 def _encode_ack(pkt: _Ack, version: int) -> bytes:
     _check_version(version)
     ptype = pkt.packet_type
     name = PACKET_NAMES[ptype]
-    pid = check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big")
+    pid = pack_u16(check_packet_id(pkt.packet_id, name, version))
     code = pkt.reason_code
     first = _ACK_FIRST_BYTE[ptype]
     if version < 5:
@@ -689,7 +725,7 @@ class PreparedPublish:
             )
         parts = [self._topic]
         if qos:
-            parts.append(check_packet_id(packet_id, name, version).to_bytes(2, "big"))
+            parts.append(pack_u16(check_packet_id(packet_id, name, version)))
         elif packet_id is not None:
             raise ProtocolError(name, "a QoS 0 message has no packet identifier")
         if version == 5:
@@ -727,65 +763,74 @@ def encode(packet: Packet, version: int = 5) -> bytes:
 
 # ---------------------------------------------------------------------------------------
 # Decoding
+#
+# Speed (issue 5).  In CPython a Python-level call costs about as much as all the checks of
+# a small PUBLISH, so the hot path runs in as few frames as possible: decode() and the
+# StreamDecoder loop read the fixed header themselves when the Remaining Length takes one
+# or two bytes (every packet under 16 KiB; _header() is the general form, which they fall
+# back to for longer lengths and for every error), then call the body decoder straight from
+# the _DECODERS table.  The decoders build packets with object.__new__ and slot
+# assignment: they have validated every field, so __init__ has nothing to add.
 
 _NS = sys.modules[__name__]
+_new = object.__new__
 
-# _BAD_FIRST[v][b] is True when no packet at level v may start with byte b (reserved type,
-# wrong flags, QoS 3, DUP on QoS 0, AUTH before 5.0): one lookup on the hot path, and the
-# shared first_byte_error() words the error.
-_BAD_FIRST = {
-    v: tuple(first_byte_error(b, v, 0) is not None for b in range(256)) for v in (3, 4, 5)
-}
+# The PUBLISH fixed header flags (MQTT 5.0 §3.3.1), by first byte: (QoS, RETAIN, DUP).
+# _DECODERS has already refused QoS 3 [MQTT-3.3.1-4] and DUP on QoS 0 [MQTT-3.3.1-2].
+_PUBLISH_FLAGS = tuple(((b >> 1) & 3, bool(b & 1), bool(b & 8)) for b in range(256))
 
 
 def _decode_publish(data: Buffer, pos: int, end: int, b0: int, version: int) -> Publish:
-    name = "PUBLISH"
-    if end - pos < 2:
-        raise overrun(name, "topic name", pos)
     tstart = pos + 2
+    if tstart > end:
+        raise overrun("PUBLISH", "topic name", pos)
     pos = tstart + ((data[pos] << 8) | data[pos + 1])
     if pos > end:
-        raise overrun(name, "topic name", tstart - 2)
+        raise overrun("PUBLISH", "topic name", tstart - 2)
+    raw = data[tstart:pos]
+    is_bytes = type(raw) is bytes
     try:
-        topic = str(data[tstart:pos], "utf-8")
+        # bytes.decode() is the cheaper call; a memoryview has none.  Both reject what
+        # [MQTT-1.5.4-1] forbids: ill-formed UTF-8, overlong forms, encoded surrogates.
+        topic = raw.decode() if is_bytes else str(raw, "utf-8")  # type: ignore[union-attr]
     except UnicodeDecodeError as exc:
-        raise utf8_error(name, "topic name", exc, tstart, version) from None
-    if "\x00" in topic:
-        raise null_error(name, "topic name", topic, tstart, version)
-    if "+" in topic or "#" in topic:
-        raise topic_name_wildcard_error(name, topic, tstart, version)
-    if not topic and version < 5:
+        raise utf8_error("PUBLISH", "topic name", exc, tstart, version) from None
+    if "\x00" in topic:  # [MQTT-1.5.4-2]
+        raise null_error("PUBLISH", "topic name", topic, tstart, version)
+    if "+" in topic or "#" in topic:  # [MQTT-3.3.2-2]
+        raise topic_name_wildcard_error("PUBLISH", topic, tstart, version)
+    if not topic and version < 5:  # [MQTT-4.7.3-1]; MQTT 5.0 allows it with a Topic Alias
         raise MalformedPacket(
-            name, "topic name is empty", offset=tstart - 2, rule=rule("topic_length", version)
+            "PUBLISH", "topic name is empty", offset=tstart - 2, rule=rule("topic_length", version)
         )
-    qos = (b0 >> 1) & 3
+    qos, retain, dup = _PUBLISH_FLAGS[b0]
     packet_id = None
     if qos:
         if end - pos < 2:
-            raise overrun(name, "packet identifier", pos)
+            raise overrun("PUBLISH", "packet identifier", pos)
         packet_id = (data[pos] << 8) | data[pos + 1]
-        if not packet_id:
-            raise packet_id_zero_error(name, pos, version)
+        if not packet_id:  # [MQTT-2.2.1-3]
+            raise packet_id_zero_error("PUBLISH", pos, version)
         pos += 2
     properties = None
     if version == 5:
         if pos < end and data[pos] == 0:  # the common case: no properties
             pos += 1
         else:
-            properties, pos = decode_properties(data, pos, end, PacketType.PUBLISH, name)
+            properties, pos = decode_properties(data, pos, end, PacketType.PUBLISH, "PUBLISH")
         if not topic and (properties is None or properties.topic_alias is None):
             raise ProtocolError(
-                name,
+                "PUBLISH",
                 "topic name is empty and there is no topic alias",
                 offset=tstart - 2,
                 rule=rule("topic_alias_missing", version),
             )
-    pkt = Publish.__new__(Publish)
+    pkt = _new(Publish)
     pkt.topic = topic
-    pkt.payload = data[pos:end] if type(data) is bytes else bytes(data[pos:end])
+    pkt.payload = data[pos:end] if is_bytes else bytes(data[pos:end])  # type: ignore[assignment]
     pkt.qos = qos
-    pkt.retain = bool(b0 & 1)
-    pkt.dup = bool(b0 & 8)
+    pkt.retain = retain
+    pkt.dup = dup
     pkt.packet_id = packet_id
     pkt.properties = properties
     return pkt
@@ -793,51 +838,68 @@ def _decode_publish(data: Buffer, pos: int, end: int, b0: int, version: int) -> 
 
 def _decode_ack(data: Buffer, pos: int, end: int, b0: int, version: int) -> _Ack:
     ptype = b0 >> 4
-    name = PACKET_NAMES[ptype]
     if end - pos < 2:
-        raise overrun(name, "packet identifier", pos)
+        raise overrun(PACKET_NAMES[ptype], "packet identifier", pos)
     packet_id = (data[pos] << 8) | data[pos + 1]
-    if not packet_id:
-        raise packet_id_zero_error(name, pos, version)
+    if not packet_id:  # [MQTT-2.2.1-3]
+        raise packet_id_zero_error(PACKET_NAMES[ptype], pos, version)
     code = 0
     properties = None
     if version == 5:
         if end - pos > 2:  # MQTT 5.0 §3.4.2.1: Remaining Length 2 means Success
             code = data[pos + 2]
             if code not in REASON_CODES[ptype]:
-                raise reason_code_error(name, code, pos + 2, version)
+                raise reason_code_error(PACKET_NAMES[ptype], code, pos + 2, version)
             if end - pos > 3:  # §3.4.2.2.1: under 4, no property length
+                name = PACKET_NAMES[ptype]
                 properties, p = decode_properties(data, pos + 3, end, ptype, name)
                 if p != end:
                     raise length_mismatch(name, p, end)
     elif end - pos != 2:
-        raise length_mismatch(name, pos + 2, end)
-    pkt = _ACKS[ptype].__new__(_ACKS[ptype])
+        raise length_mismatch(PACKET_NAMES[ptype], pos + 2, end)
+    pkt = _new(_ACKS[ptype])
     pkt.packet_id = packet_id
     pkt.reason_code = code
     pkt.properties = properties
     return pkt
 
 
-def _decode_body(data: Buffer, pos: int, end: int, b0: int, version: int) -> Any:
-    """Decode the packet whose body is data[pos:end]; b0 has been checked."""
-    ptype = b0 >> 4
-    if ptype == 3:
-        return _decode_publish(data, pos, end, b0, version)
-    if 4 <= ptype <= 7:
-        return _decode_ack(data, pos, end, b0, version)
-    if ptype == 12 or ptype == 13:
-        if pos != end:
-            raise length_mismatch(PACKET_NAMES[ptype], pos, end)
-        return PingReq() if ptype == 12 else PingResp()
-    return _cold.DECODERS[ptype](data, pos, end, b0, version, _NS)
+def _decode_ping(data: Buffer, pos: int, end: int, b0: int, version: int) -> Any:
+    """PINGREQ and PINGRESP: no variable header, no payload (MQTT 5.0 §3.12, §3.13)."""
+    if pos != end:
+        raise length_mismatch(PACKET_NAMES[b0 >> 4], pos, end)
+    return PingReq() if b0 >> 4 == 12 else PingResp()
+
+
+def _decode_cold(data: Buffer, pos: int, end: int, b0: int, version: int) -> Any:
+    """The packet types of the shared _cold module, built with this module's classes."""
+    return _cold.DECODERS[b0 >> 4](data, pos, end, b0, version, _NS)
+
+
+#: packet type -> decoder of the body data[pos:end], whose first byte b0 has been checked.
+_DECODE_BODY: tuple[Callable[[Buffer, int, int, int, int], Any], ...] = tuple(
+    _decode_publish if t == 3
+    else _decode_ack if 4 <= t <= 7
+    else _decode_ping if t == 12 or t == 13
+    else _decode_cold
+    for t in range(16)
+)
+
+#: _DECODERS[v][b]: the body decoder for a packet that starts with byte b at level v, or
+#: None when no packet may start with b (reserved type, wrong flags, QoS 3, DUP on QoS 0,
+#: AUTH before 5.0; the shared first_byte_error() words the error).  One look-up on the
+#: hot path both checks the first byte and finds the decoder.
+_DECODERS: dict[int, tuple[Callable[[Buffer, int, int, int, int], Any] | None, ...]] = {
+    v: tuple(None if first_byte_error(b, v, 0) else _DECODE_BODY[b >> 4] for b in range(256))
+    for v in (3, 4, 5)
+}
 
 
 def _header(data: Buffer, pos: int, n: int, version: int) -> tuple[int, int] | None:
     """Parse the fixed header at ``pos``: (body start, packet end), or None when more
     bytes are needed.  Raises as soon as the bytes present are wrong."""
     b0 = data[pos]
-    if _BAD_FIRST[version][b0]:
+    if _DECODERS[version][b0] is None:
         raise first_byte_error(b0, version, pos)  # type: ignore[misc]
     i = pos + 1
     length = 0
@@ -877,25 +939,49 @@ def decode_from(data: Any, offset: int = 0, *, version: int = 5) -> tuple[Packet
     body, end = header
     if end > n:
         return None
-    return _decode_body(data, body, end, data[offset], version), end
+    b0 = data[offset]
+    return _DECODE_BODY[b0 >> 4](data, body, end, b0, version), end
 
 
 def decode(data: Any, *, version: int = 5) -> Packet:
     """Decode ``data``, which must hold exactly one packet."""
-    _check_version(version)
-    data = as_buffer(data)
-    result = decode_from(data, 0, version=version)
+    try:  # one look-up both checks the level and finds its decoder table
+        decoders = _DECODERS[version]
+    except (KeyError, TypeError):
+        _check_version(version)  # raises
+        raise
+    if type(data) is not bytes:
+        data = as_buffer(data)
     n = len(data)
-    if result is None:
+    if n < 2:
         raise _incomplete(data, n, version)
-    packet, end = result
-    if end != n:
-        raise MalformedPacket(
-            PACKET_NAMES[data[0] >> 4],
-            f"{n - end} byte(s) after the end of the packet",
-            offset=end,
-        )
-    return packet
+    # The fixed header, inline for a one- or two-byte Remaining Length (the general form
+    # is _header()'s).  One byte is always the shortest form; a second byte of 0 would
+    # not be (MQTT 5.0 §1.5.5), so _header() gets it and refuses it.
+    b0 = data[0]
+    decoder = decoders[b0]
+    if decoder is None:
+        raise first_byte_error(b0, version, 0)  # type: ignore[misc]
+    b1 = data[1]
+    if b1 < 0x80:
+        body = 2
+        end = 2 + b1
+    elif n > 2 and 0 < data[2] < 0x80:
+        body = 3
+        end = 3 + ((b1 & 0x7F) | (data[2] << 7))
+    else:
+        header = _header(data, 0, n, version)
+        if header is None:
+            raise _incomplete(data, n, version)
+        body, end = header
+    if end == n:  # the whole input is one packet
+        return decoder(data, body, end, b0, version)  # type: ignore[no-any-return]
+    if end > n:
+        raise _incomplete(data, n, version)
+    decoder(data, body, end, b0, version)  # a bad body is reported first
+    raise MalformedPacket(
+        PACKET_NAMES[b0 >> 4], f"{n - end} byte(s) after the end of the packet", offset=end
+    )
 
 
 def _incomplete(data: Buffer, n: int, version: int) -> IncompletePacket:
@@ -994,31 +1080,48 @@ class StreamDecoder:
         n = len(data)
         pos = 0
         out: list[Packet] = []
+        append = out.append
         limit = self.max_packet_size
+        learn = self._learn
+        # A server-side decoder reads the CONNECT's fixed header at level 5 (the same at
+        # every level); the CONNECT decoder takes the level from the packet itself.
+        version: int = 5 if self.version is None else self.version
+        decoders = _DECODERS[version]
         self._need = 0
         try:
             while pos < n:
-                version = self.version
                 b0 = data[pos]
-                if self._learn:
-                    err = connect_order_error(b0, pos, version)
+                if learn:
+                    err = connect_order_error(b0, pos, self.version)
                     if err is not None:
                         raise err
-                    if version is None:
-                        version = 5
-                header = _header(data, pos, n, version)  # type: ignore[arg-type]
-                if header is None:
-                    break
-                body, end = header
+                # The fixed header as in decode(): one- and two-byte Remaining Lengths
+                # inline, the rest (and every error) through _header().
+                body = end = 0
+                decoder = decoders[b0]
+                if pos + 1 < n and decoder is not None:
+                    b1 = data[pos + 1]
+                    if b1 < 0x80:
+                        body = pos + 2
+                        end = body + b1
+                    elif pos + 2 < n and 0 < data[pos + 2] < 0x80:
+                        body = pos + 3
+                        end = body + ((b1 & 0x7F) | (data[pos + 2] << 7))
+                if not body:
+                    header = _header(data, pos, n, version)
+                    if header is None:
+                        break
+                    body, end = header
                 if limit is not None and end - pos > limit:
                     raise too_large(PACKET_NAMES[b0 >> 4], pos, end - pos, limit)
                 if end > n:
                     self._need = end - pos
                     break
-                packet = _decode_body(data, body, end, b0, version)  # type: ignore[arg-type]
-                if self.version is None:
-                    self.version = packet.protocol_version
-                out.append(packet)
+                packet = decoder(data, body, end, b0, version)  # type: ignore[misc]
+                if learn and self.version is None:
+                    self.version = version = packet.protocol_version
+                    decoders = _DECODERS[version]
+                append(packet)
                 pos = end
         except MQTTWireError as exc:
             if exc.offset is not None:

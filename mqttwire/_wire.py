@@ -12,6 +12,7 @@ not match the fields, which is a malformed packet, never a read past the packet.
 
 from __future__ import annotations
 
+from struct import Struct
 from typing import Any
 
 from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REQUIRED_FLAGS
@@ -130,10 +131,18 @@ def read_utf8(
 # Writers
 
 
+# One-byte bytes objects, so that the common one-byte Variable Byte Integer (values under
+# 128: most Remaining Lengths and property lengths) is a tuple look-up, not an allocation.
+_BYTES = tuple(bytes((i,)) for i in range(256))
+pack_u16 = Struct(">H").pack  # a Two Byte Integer (MQTT 5.0 §1.5.2)
+
+
 def encode_varint(value: int) -> bytes:
     """The shortest Variable Byte Integer for ``value`` (0..268,435,455)."""
     if value < 0x80:
-        return bytes((value,))
+        return _BYTES[value] if value >= 0 else bytes((value,))  # the latter raises
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -166,7 +175,7 @@ def encode_utf8(text: object, ptype: str, field: str, version: int) -> bytes:
         )
     if len(raw) > 0xFFFF:
         raise MalformedPacket(ptype, f"{field} is longer than 65,535 bytes ({len(raw)})")
-    return len(raw).to_bytes(2, "big") + raw
+    return pack_u16(len(raw)) + raw
 
 
 def encode_binary(data: object, ptype: str, field: str) -> bytes:
@@ -175,11 +184,13 @@ def encode_binary(data: object, ptype: str, field: str) -> bytes:
     raw = bytes(data)
     if len(raw) > 0xFFFF:
         raise MalformedPacket(ptype, f"{field} is longer than 65,535 bytes ({len(raw)})")
-    return len(raw).to_bytes(2, "big") + raw
+    return pack_u16(len(raw)) + raw
 
 
 def check_packet_id(packet_id: object, ptype: str, version: int) -> int:
     """Encoding side of [MQTT-2.3.1-1] / [MQTT-2.2.1-3]: an int from 1 to 65,535."""
+    if type(packet_id) is int and 0 < packet_id <= 0xFFFF:  # the common case, one test
+        return packet_id
     if packet_id is None:
         raise ProtocolError(
             ptype, "packet identifier missing (required for QoS > 0 and for this packet type)",

@@ -51,6 +51,14 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _memory(text: str) -> str:
+    """A JVM memory size as Spark takes it: digits and a unit k, m, g or t (512m, 2g)."""
+    value = text.strip().lower()
+    if not (value[:-1].isdigit() and value[-1] in "kmgt" and int(value[:-1]) > 0):
+        raise argparse.ArgumentTypeError(f"not a memory size such as 512m or 2g: {text!r}")
+    return value
+
+
 ASSUME_HELP = ("the protocol level (3, 4 or 5) of connections whose CONNECT is not in the "
                "capture; without it their bytes are skipped (as error records) until a "
                "CONNECT")
@@ -111,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary-dir", metavar="DIR",
                    help="where summary.md and the chart go (default: --out when it is a "
                    "local path, else the current directory)")
+    p.add_argument("--driver-memory", type=_memory, metavar="SIZE",
+                   help="heap of the driver JVM (spark.driver.memory), e.g. 2g (default: "
+                   "Spark's, 1g, enough whatever the captures' sizes); with local[N] the "
+                   "tasks run in the driver, so this is their memory too.  Under "
+                   "spark-submit, give spark-submit's --driver-memory instead")
+    p.add_argument("--executor-memory", type=_memory, metavar="SIZE",
+                   help="heap of each executor on a cluster (spark.executor.memory), e.g. "
+                   "2g (default: Spark's, 1g); no effect with local[N]")
 
     sub.add_parser("bench", help="run the benchmarks (pytest-benchmark)",
                    usage="mqttwire bench [PYTEST-ARGS...]",
@@ -182,7 +198,8 @@ def _pipeline(args: argparse.Namespace) -> int:
     options = PipelineOptions(
         inputs=args.inputs, out=args.out, master=args.master, ports=args.ports or (1883,),
         payload_limit=args.payload_limit, version=args.assume_version, reader=args.reader,
-        progress_interval=args.progress, summary_dir=args.summary_dir)
+        progress_interval=args.progress, summary_dir=args.summary_dir,
+        driver_memory=args.driver_memory, executor_memory=args.executor_memory)
     run_pipeline(options)
     return 0
 

@@ -2,33 +2,41 @@
 
 :func:`decode_capture` streams a capture's records, with its TCP stream ends
 (:func:`~mqttwire.capture.read_capture` with ``stream_ends``), through
-:class:`~mqttwire.spark.derive.CaptureTables`, and yields batches of the
-:data:`~mqttwire.spark.schema.DECODED` schema: each batch holds the rows of one table in
-that table's struct column.  Only pyarrow is needed here, not pyspark.
+:class:`~mqttwire.spark.derive.CaptureTables`, and yields ``(table, batch)`` pairs: each
+batch has that table's own schema (:data:`~mqttwire.spark.schema.TABLES`).  The batches
+are built column by column (one Python list per column, converted by pyarrow at once),
+never row by row.
+
+For Spark, :func:`stage` packs a batch into one row of the
+:data:`~mqttwire.spark.schema.STAGED` schema (the batch as an Arrow IPC stream), and
+:func:`unstage` unpacks such rows (see :mod:`mqttwire.spark.pipeline` for why).  Only
+pyarrow is needed here, not pyspark.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from ..capture import Record, read_capture
 from .derive import CaptureTables, Row
-from .schema import DECODED, TABLES, TIMESTAMP
+from .schema import ERRORS, PACKETS, STAGED, TABLES, TIMESTAMP
 
-__all__ = ["BATCH_ROWS", "FileStats", "decode_capture", "error_batch", "packet_row",
-           "properties_json", "to_batch"]
+__all__ = ["BATCH_ROWS", "Batch", "FileStats", "capture_error_batches", "decode_capture",
+           "packets_batch", "properties_json", "rows_batch", "stage", "unstage"]
 
-#: Rows per Arrow batch: small enough to bound an executor's memory, large enough that
-#: Arrow's per-batch costs do not matter.
+#: Rows per Arrow batch: small enough to bound a task's memory (a batch is the unit that
+#: the task holds, ships to the JVM and Spark stores), large enough that Arrow's per-batch
+#: costs do not matter.
 BATCH_ROWS = 8192
 
-_TIME_FIELDS = {name: [f.name for f in schema if f.type == TIMESTAMP]
-                for name, schema in TABLES.items()}
+#: A batch of one table: (table name, batch with that table's schema).
+Batch = tuple[str, pa.RecordBatch]
 
 
 @dataclass
@@ -56,80 +64,133 @@ def properties_json(props: Any) -> str | None:
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False) if out else None
 
 
-def packet_row(rec: Record) -> Row:
-    """The ``packets`` row of a record (times still in nanoseconds)."""
-    return {
-        "capture": rec.capture, "kind": rec.kind, "ts": rec.ts, "ts_ns": rec.ts,
-        "frame": rec.frame, "connection_id": rec.connection_id, "direction": rec.direction,
-        "src_ip": rec.src_ip, "src_port": rec.src_port, "dst_ip": rec.dst_ip,
-        "dst_port": rec.dst_port, "stream_offset": rec.stream_offset, "length": rec.length,
-        "client_id": rec.client_id, "protocol_version": rec.protocol_version,
-        "packet_type": rec.packet_type, "flags": rec.flags, "dup": rec.dup, "qos": rec.qos,
-        "retain": rec.retain, "packet_id": rec.packet_id, "topic": rec.topic,
-        "topic_from_alias": rec.topic_from_alias if rec.kind == "packet" else None,
-        "topic_filters": rec.topic_filters, "payload_length": rec.payload_length,
-        "payload": rec.payload, "reason_code": rec.reason_code,
-        "reason_codes": rec.reason_codes, "properties": properties_json(rec.properties),
-        "error": rec.error, "error_offset": rec.error_offset,
-    }
+def _column(values: list[Any], field: pa.Field) -> pa.Array:
+    """One column from its Python values; times come in nanoseconds, and the
+    TIMESTAMP columns take microseconds (Spark's precision), so those are cut."""
+    if field.type == TIMESTAMP:
+        values = [None if v is None else v // 1000 for v in values]
+    return pa.array(values, type=field.type)
 
 
-def to_batch(table: str, rows: list[Row]) -> pa.RecordBatch:
-    """A :data:`DECODED` batch holding ``rows`` of ``table``.  Converts the time columns
-    from nanoseconds to microseconds in place."""
-    for name in _TIME_FIELDS[table]:
-        for row in rows:
-            value = row[name]
-            if value is not None:
-                row[name] = value // 1000
-    n = len(rows)
-    columns = [pa.array([table] * n, pa.string())]
-    for name in TABLES:
-        struct_type = DECODED.field(name).type
-        columns.append(pa.array(rows, type=struct_type) if name == table
-                       else pa.nulls(n, struct_type))
-    return pa.RecordBatch.from_arrays(columns, schema=DECODED)
+def _topic_from_alias(rec: Record) -> bool | None:
+    return rec.topic_from_alias if rec.kind == "packet" else None
 
 
-def error_batch(capture: str, error: str) -> pa.RecordBatch:
-    """The one ``packets`` row (kind "capture_error") of a capture that cannot be read."""
-    return to_batch("packets", [packet_row(Record("capture_error", capture, error=error))])
+def _properties(rec: Record) -> str | None:
+    return None if rec.properties is None else properties_json(rec.properties)
+
+
+#: How each ``packets`` column comes from a record: the attribute of the same name,
+#: except for these.
+_PACKET_VALUES: dict[str, Callable[[Record], Any]] = {
+    "ts_ns": attrgetter("ts"), "topic_from_alias": _topic_from_alias,
+    "properties": _properties}
+_PACKET_GETTERS = {f.name: _PACKET_VALUES.get(f.name) or attrgetter(f.name) for f in PACKETS}
+
+
+def packets_batch(records: Sequence[Record], schema: pa.Schema = PACKETS) -> pa.RecordBatch:
+    """The ``packets`` rows of ``records`` (or the columns of ``schema``, a subset of
+    :data:`PACKETS`'s, such as :data:`ERRORS`)."""
+    return pa.RecordBatch.from_arrays(
+        [_column(list(map(_PACKET_GETTERS[f.name], records)), f) for f in schema],
+        schema=schema)
+
+
+def rows_batch(table: str, rows: Sequence[Row]) -> pa.RecordBatch:
+    """A batch of ``table`` (a derived table: connections, messages, retained) from its
+    rows, dicts keyed by column (:mod:`.derive`)."""
+    schema = TABLES[table]
+    return pa.RecordBatch.from_arrays(
+        [_column(list(map(itemgetter(f.name), rows)), f) for f in schema], schema=schema)
+
+
+def _record_batches(records: Sequence[Record]) -> Iterator[Batch]:
+    """``records`` (not "end") as ``packets``, and those that are not packets also as
+    ``errors``."""
+    yield "packets", packets_batch(records)
+    errors = [r for r in records if r.kind != "packet"]
+    if errors:
+        yield "errors", packets_batch(errors, ERRORS)
+
+
+def capture_error_batches(capture: str, error: str) -> list[Batch]:
+    """The one "capture_error" row (in ``packets`` and ``errors``) of a capture that
+    cannot be read."""
+    return list(_record_batches([Record("capture_error", capture, error=error)]))
 
 
 def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
                    payload_limit: int | None = None, version: int | None = None,
-                   stats: FileStats | None = None) -> Iterator[pa.RecordBatch]:
-    """Decode the capture in ``f`` and yield :data:`DECODED` batches of all its tables:
-    packets as they come, connections and messages as they finish, retained at the end.
+                   stats: FileStats | None = None) -> Iterator[Batch]:
+    """Decode the capture in ``f`` and yield ``(table, batch)`` for all its tables:
+    packets (and errors) as they come, connections and messages as they finish,
+    retained at the end; at most :data:`BATCH_ROWS` rows per batch.
 
-    A corrupt file ends with a "capture_error" packets row (see
-    :func:`~mqttwire.capture.read_capture`); ``stats``, if given, is updated.
+    A corrupt file ends with a "capture_error" row (see
+    :func:`~mqttwire.capture.read_capture`); ``stats``, if given, is updated (also when
+    decoding stops with an exception).
     """
     stats = stats if stats is not None else FileStats()
     tables = CaptureTables(name)
-    packets: list[Row] = []
     add = tables.add
-    for rec in read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
-                            version=version, stream_ends=True):
-        add(rec)
-        if rec.kind != "end":  # the ends feed only the connections table
-            stats.records += 1
-            if rec.kind == "packet":
-                stats.packets += 1
-            else:
-                stats.errors += 1
-            packets.append(packet_row(rec))
-            if len(packets) >= BATCH_ROWS:
-                yield to_batch("packets", packets)
-                packets = []
-        if len(tables.messages) >= BATCH_ROWS:
-            yield to_batch("messages", tables.messages)
-            tables.messages = []
-        if len(tables.connections) >= BATCH_ROWS:
-            yield to_batch("connections", tables.connections)
-            tables.connections = []
+    records: list[Record] = []
+    append = records.append
+    done = packets = 0  # the records and packet records already batched
+    try:
+        for rec in read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
+                                version=version, stream_ends=True):
+            add(rec)
+            if rec.kind != "end":  # the ends feed only the connections table
+                append(rec)
+                if len(records) >= BATCH_ROWS:
+                    packets += sum(r.kind == "packet" for r in records)
+                    done += len(records)
+                    yield from _record_batches(records)
+                    records = []
+                    append = records.append
+            if len(tables.messages) >= BATCH_ROWS:
+                yield "messages", rows_batch("messages", tables.messages)
+                tables.messages = []
+            if len(tables.connections) >= BATCH_ROWS:
+                yield "connections", rows_batch("connections", tables.connections)
+                tables.connections = []
+        packets += sum(r.kind == "packet" for r in records)
+        done += len(records)
+    finally:
+        stats.records += done
+        stats.packets += packets
+        stats.errors += done - packets
+    if records:
+        yield from _record_batches(records)
     retained = tables.finish()
-    for table, rows in (("packets", packets), ("connections", tables.connections),
-                        ("messages", tables.messages), ("retained", retained)):
+    for table, rows in (("connections", tables.connections), ("messages", tables.messages),
+                        ("retained", retained)):
         for start in range(0, len(rows), BATCH_ROWS):
-            yield to_batch(table, rows[start : start + BATCH_ROWS])
+            yield table, rows_batch(table, rows[start : start + BATCH_ROWS])
+
+
+#: LZ4 makes the staged rows about 3 times smaller and is faster than writing them
+#: uncompressed (measured on make_capture.py's traffic), so Spark stores and reads less.
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
+def stage(table: str, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` of ``table`` as one :data:`STAGED` row: the table's name and the batch
+    as an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
+        writer.write_batch(batch)
+    data = sink.getvalue()
+    offsets = pa.array([0, data.size], pa.int32()).buffers()[1]
+    return pa.RecordBatch.from_arrays(
+        [pa.array([table], pa.string()),
+         pa.Array.from_buffers(pa.binary(), 1, [None, offsets, data])], schema=STAGED)
+
+
+def unstage(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The table batches packed by :func:`stage`, from batches whose first column is
+    STAGED's ``data``."""
+    for batch in batches:
+        data = batch.column(0)
+        for i in range(len(data)):
+            yield from pa.ipc.open_stream(data[i].as_buffer())

@@ -6,16 +6,29 @@ How it runs:
    to be reported by name and to get an error row.
 2. Each capture file is one Spark task: a capture cannot be split (TCP streams run through
    the whole file).  The task decodes its file with :func:`~.batches.decode_capture` inside
-   ``mapInArrow`` and returns Arrow batches of every table: the packets, and the
+   ``mapInArrow`` and returns Arrow batches of every table: the packets and errors, and the
    connections, messages and retained messages derived from them in the same pass (all of
    an MQTT connection is in one file, so the derivation needs no shuffle).
    Files on a local or shared filesystem are *streamed*: the task gets the path and reads
    the file in chunks, so a capture of any size fits in bounded memory.  Files on other
    filesystems (hdfs:, s3a:, ...) come through Spark's ``binaryFile`` source, which hands
    the task the whole file and refuses files over 2 GiB.
-3. The decoded rows are cached, and each table is written from the cache as Parquet
-   (``packets`` partitioned by capture); ``errors`` is the non-packet rows of ``packets``.
-4. A summary is printed and written to summary.md with a chart (:mod:`.report`).
+3. The task returns each batch *staged*: packed as one row (table name, the batch as a
+   compressed Arrow IPC stream, :func:`~.batches.stage`).  Spark persists these rows on
+   disk only, and each table is written from them as Parquet (``packets`` partitioned by
+   capture), its batches unpacked by a ``mapInArrow`` (:func:`~.batches.unstage`).
+4. A summary is printed and written to summary.md with a chart (:mod:`.report`), computed
+   from the tables as written (Parquet reads only the columns each figure needs).
+
+Why staged rows on disk: one decoding pass feeds five tables, so its output must be kept
+between the writes, and one task's output is a whole capture file's worth.  Persisting
+the decoded rows themselves (one struct column per table) at a memory level made Spark
+build its columnar cache of the whole partition in the heap, with every struct value
+serialised row by row: the heap needed grew with the size of the largest file (a 200 MB
+capture ran out of a 1 GiB heap), and building the cache cost more than the decoding.
+A staged row is one batch of at most 8192 rows, a few hundred kB: Spark streams them to
+disk and back one by one (see the serialiser setting in :mod:`.session`), so a task's
+memory is bounded whatever the file's size, and the cache costs little to build.
 
 Why not Spark 4's Python Data Source API for step 2: it would stream files just the same
 (one partition per file), but its readers cannot update accumulators, which the progress
@@ -28,6 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -64,6 +78,14 @@ class PipelineOptions:
     reader: str = "auto"  # auto, stream, binaryfile
     progress_interval: float = 5.0
     summary_dir: str | None = None  # default: OUT when local, else the current directory
+    driver_memory: str | None = None  # spark.driver.memory, e.g. "2g"; None: Spark's
+    executor_memory: str | None = None  # spark.executor.memory; None: Spark's
+
+    def memory_conf(self) -> dict[str, str]:
+        """The Spark settings of the memory options that were given."""
+        conf = {"spark.driver.memory": self.driver_memory,
+                "spark.executor.memory": self.executor_memory}
+        return {key: value for key, value in conf.items() if value is not None}
 
 
 @dataclass
@@ -155,23 +177,26 @@ def _clock(seconds: float) -> str:
 
 def _file_task(name: str, opener: Callable[[], Any], size: int, how: _Decoding,
                counters: _Counters) -> Iterator[pa.RecordBatch]:
-    """Decode one capture file; any failure to read it becomes its error row."""
-    from .batches import FileStats, decode_capture, error_batch
+    """Decode one capture file into STAGED rows; any failure to read it becomes its
+    error row."""
+    from .batches import FileStats, decode_capture, stage
 
     stats = FileStats()
     try:
         with opener() as f:
-            yield from decode_capture(f, name, ports=how.ports, payload_limit=how.payload_limit,
-                                      version=how.version, stats=stats)
+            for table, batch in decode_capture(f, name, ports=how.ports,
+                                               payload_limit=how.payload_limit,
+                                               version=how.version, stats=stats):
+                yield stage(table, batch)
     except OSError as exc:
         stats.errors += 1
-        yield error_batch(name, f"cannot read the file: {exc.strerror or exc}")
+        yield from _error_rows(name, f"cannot read the file: {exc.strerror or exc}")
     # A decoder bug must not cost the other files their results: it is reported as this
     # file's error row, with what to do about it.
     except Exception as exc:  # noqa: BLE001
         stats.errors += 1
-        yield error_batch(name, f"decoding stopped by {type(exc).__name__}: {exc} "
-                                "(an mqttwire bug: please report it with the capture)")
+        yield from _error_rows(name, f"decoding stopped by {type(exc).__name__}: {exc} "
+                                     "(an mqttwire bug: please report it with the capture)")
     counters.files.add(1)
     counters.bytes.add(size)
     counters.records.add(stats.records)
@@ -179,17 +204,23 @@ def _file_task(name: str, opener: Callable[[], Any], size: int, how: _Decoding,
     counters.errors.add(stats.errors)
 
 
+def _error_rows(name: str, error: str) -> Iterator[pa.RecordBatch]:
+    """The STAGED rows of a capture's "capture_error" row."""
+    from .batches import capture_error_batches, stage
+
+    for table, batch in capture_error_batches(name, error):
+        yield stage(table, batch)
+
+
 def _stream_task(how: _Decoding, counters: _Counters) -> ArrowMap:
     """mapInArrow function over (name, path, size, problem) rows: open and stream each."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from .batches import error_batch
-
         for batch in batches:
             for name, path, size, problem in zip(*(c.to_pylist() for c in batch.columns)):
                 if problem is not None:
                     counters.files.add(1)
                     counters.errors.add(1)
-                    yield error_batch(name, problem)
+                    yield from _error_rows(name, problem)
                     continue
                 yield from _file_task(name, partial(open, path, "rb"), size, how, counters)
     return run
@@ -238,14 +269,14 @@ def _plan(files: list[CaptureFile], reader: str) -> tuple[list[CaptureFile], lis
     return stream, binary
 
 
-def _decoded(spark: SparkSession, files: list[CaptureFile], options: PipelineOptions,
-             counters: _Counters) -> DataFrame:
-    """The DataFrame of every table's rows (schema DECODED), one task per file."""
+def _staged(spark: SparkSession, files: list[CaptureFile], options: PipelineOptions,
+            counters: _Counters) -> DataFrame:
+    """The DataFrame of every table's batches (schema STAGED), one task per file."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .schema import DECODED
+    from .schema import STAGED
 
-    schema = from_arrow_schema(DECODED)
+    schema = from_arrow_schema(STAGED)
     how = _Decoding(tuple(options.ports), options.payload_limit, options.version)
     stream, binary = _plan(files, options.reader)
     parts: list[DataFrame] = []
@@ -268,22 +299,48 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], options: PipelineOpt
         raw = spark.read.format("binaryFile").load([f.uri for f in binary])
         parts.append(raw.select("path", "content").mapInArrow(
             _binary_task(names, how, counters), schema))
-    decoded = parts[0]
+    staged = parts[0]
     for part in parts[1:]:
-        decoded = decoded.unionByName(part)
-    return decoded
+        staged = staged.unionByName(part)
+    return staged
 
 
-def _tables(decoded: DataFrame) -> dict[str, DataFrame]:
+def _table(staged: DataFrame, name: str) -> DataFrame:
+    """Table ``name`` from the staged rows: its batches unpacked, in its schema."""
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .schema import ERROR_KINDS, ERRORS
+    from .batches import unstage
+    from .schema import TABLES
 
-    tables = {name: decoded.where(F.col("table") == name).select(f"{name}.*")
-              for name in ("packets", "connections", "messages", "retained")}
-    tables["errors"] = (tables["packets"].where(F.col("kind").isin(*ERROR_KINDS))
-                        .select(*ERRORS.names))
-    return tables
+    return (staged.where(F.col("table") == name).select("data")
+            .mapInArrow(unstage, from_arrow_schema(TABLES[name])))
+
+
+def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:
+    """The tables as written under ``target``, read back (in their declared schemas)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from .schema import TABLES
+
+    return {name: spark.read.schema(from_arrow_schema(TABLES[name])).parquet(f"{target}/{name}")
+            for name in TABLE_NAMES}
+
+
+def _write_tables(staged: DataFrame, target: str) -> None:
+    """Write every table from the (persisted) staged rows, as concurrent Spark jobs: with
+    few capture files, each table is a few tasks, and this way they share the cores
+    (a single file's packets and messages are written side by side, not one after the
+    other)."""
+    def write(name: str) -> None:
+        writer = _table(staged, name).write.mode("overwrite")
+        if name == "packets":
+            writer = writer.partitionBy("capture")
+        writer.parquet(f"{target}/{name}")
+
+    with ThreadPoolExecutor(len(TABLE_NAMES)) as pool:
+        for done in [pool.submit(write, name) for name in TABLE_NAMES]:
+            done.result()
 
 
 def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
@@ -299,7 +356,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     out = out or sys.stdout
     own_session = spark is None
     if spark is None:
-        spark = make_session(options.master or default_master())
+        spark = make_session(options.master or default_master(),
+                             conf=options.memory_conf())
     started = time.monotonic()
     try:
         files = list_inputs(spark, options.inputs)
@@ -311,29 +369,27 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
               f"{spark.sparkContext.master}", file=sys.stderr)
         progress = _Progress(spark, len(files), total, options.progress_interval)
-        decoded = _decoded(spark, files, options, progress.counters)
-        decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        staged = _staged(spark, files, options, progress.counters)
+        # On disk only: a memory level would unroll a task's whole output (a whole
+        # capture file) in the heap before spilling it.
+        staged.persist(StorageLevel.DISK_ONLY)
+        target = options.out.rstrip("/")
         try:
-            tables = _tables(decoded)
-            target = options.out.rstrip("/")
             progress.start()
-            try:  # the first write runs the decoding
-                (tables["packets"].write.mode("overwrite").partitionBy("capture")
-                 .parquet(f"{target}/packets"))
+            try:
+                staged.count()  # decodes every file and persists the staged rows
             finally:
                 progress.stop()
-            for name in TABLE_NAMES[1:]:
-                tables[name].write.mode("overwrite").parquet(f"{target}/{name}")
-            summary_dir = options.summary_dir or local_path(target) or "."
-            counts = {r["table"]: r["count"]
-                      for r in decoded.groupBy("table").count().collect()}
-            counts = {name: counts.get(name, 0)
-                      for name in ("packets", "connections", "messages", "retained")}
-            report = write_summary(tables, counts, summary_dir, options=options, files=files)
-            counts = report.counts
-            bad = report.bad_captures
+            _write_tables(staged, target)
         finally:
-            decoded.unpersist()
+            staged.unpersist()
+        tables = _written(spark, target)
+        # Parquet keeps row counts in its footers; errors are counted by the summary.
+        counts = {name: tables[name].count() for name in TABLE_NAMES if name != "errors"}
+        summary_dir = options.summary_dir or local_path(target) or "."
+        report = write_summary(tables, counts, summary_dir, options=options, files=files)
+        counts = report.counts
+        bad = report.bad_captures
         elapsed = time.monotonic() - started
         print(report.text, file=out)
         c = progress.counters

@@ -1,8 +1,8 @@
 """The run's summary: packets by type and version, top topics, QoS exchanges that did not
 complete, errors; written as summary.md with a PNG chart of the message rate.
 
-Every figure is a small Spark aggregate over the (cached) tables; only aggregates reach
-the driver, never rows by the million.
+Every figure is a small Spark aggregate over the tables as written (Parquet reads only the
+columns it needs); only aggregates reach the driver, never rows by the million.
 """
 
 from __future__ import annotations

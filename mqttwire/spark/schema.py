@@ -1,9 +1,10 @@
 """The declared schemas of the pipeline's tables, as Arrow schemas.
 
-The executors build Arrow record batches of :data:`DECODED` (one struct column per table,
-see :mod:`mqttwire.spark.batches`); Spark gets the same schema converted (nothing is
-inferred).  Times are ``timestamp[us, UTC]`` (Spark's TIMESTAMP has microseconds); the
-packets table also keeps the exact capture time in nanoseconds, ``ts_ns``.
+The executors build Arrow record batches of each table's schema
+(:mod:`mqttwire.spark.batches`), which Spark gets converted (nothing is inferred); between
+decoding and writing, Spark holds them packed in rows of :data:`STAGED`.  Times are
+``timestamp[us, UTC]`` (Spark's TIMESTAMP has microseconds); the packets table also keeps
+the exact capture time in nanoseconds, ``ts_ns``.
 """
 
 from __future__ import annotations
@@ -12,20 +13,16 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 __all__ = [
            "CONNECTIONS",
-           "DECODED",
            "ERRORS",
-           "ERROR_KINDS",
            "MESSAGES",
            "PACKETS",
            "RETAINED",
+           "STAGED",
            "TABLES",
            "TIMESTAMP",
 ]
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
-
-#: The record kinds that go to the ``errors`` table (every kind but "packet").
-ERROR_KINDS = ("error", "gap", "fragment", "capture_error")
 
 PACKETS = pa.schema([
     ("capture", pa.string()),
@@ -138,7 +135,8 @@ RETAINED = pa.schema([
     ("stream_offset", pa.int64()),
 ])
 
-#: The columns of ``errors``: the non-packet rows of ``packets``, with these columns.
+#: The columns of ``errors``: the rows of ``packets`` that are not packets (kinds error,
+#: gap, fragment, capture_error), with these columns.
 ERRORS = pa.schema([PACKETS.field(name) for name in (
     "capture", "kind", "ts", "ts_ns", "frame", "connection_id", "direction", "src_ip",
     "src_port", "dst_ip", "dst_port", "client_id", "protocol_version", "stream_offset",
@@ -146,9 +144,8 @@ ERRORS = pa.schema([PACKETS.field(name) for name in (
 
 #: The tables that the executors build, by name.
 TABLES = {"packets": PACKETS, "connections": CONNECTIONS, "messages": MESSAGES,
-          "retained": RETAINED}
+          "retained": RETAINED, "errors": ERRORS}
 
-#: What the executors return: ``table`` names the table of the row, and that table's
-#: struct column holds it (the others are null).
-DECODED = pa.schema([("table", pa.string())] + [
-    (name, pa.struct(list(schema))) for name, schema in TABLES.items()])
+#: What the decoding tasks return: one row per Arrow batch of a table, ``data`` holding
+#: the batch as an Arrow IPC stream (see :mod:`mqttwire.spark.pipeline` for why).
+STAGED = pa.schema([("table", pa.string()), ("data", pa.binary())])

@@ -96,6 +96,31 @@ def test_pipeline_needs_out() -> None:
     assert exc.value.code == 2
 
 
+def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    from mqttwire.spark import PipelineOptions
+
+    monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
+    seen: list[PipelineOptions] = []
+    monkeypatch.setattr("mqttwire.spark.run_pipeline", seen.append)
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path), "--driver-memory", "2G",
+                 "--executor-memory", "512m"]) == 0
+    (options,) = seen
+    assert options.memory_conf() == {"spark.driver.memory": "2g",
+                                     "spark.executor.memory": "512m"}
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path)]) == 0
+    assert seen[1].memory_conf() == {}  # Spark's defaults
+
+
+@pytest.mark.parametrize("size", ["2", "g", "2gb", "-1g", "0m", "1.5g"])
+def test_pipeline_rejects_a_bad_memory_size(size: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["pipeline", "x.pcap", "--out", "o", f"--driver-memory={size}"])
+    assert exc.value.code == 2
+    assert "not a memory size" in capsys.readouterr().err
+
+
 def test_bench_runs_pytest_benchmarks(monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     calls: list[list[str]] = []

@@ -88,24 +88,61 @@ def test_properties_json() -> None:
 
 
 @pytest.mark.spark
-def test_to_batch_puts_rows_in_their_table_column() -> None:
-    from mqttwire.spark.batches import error_batch, packet_row, to_batch
-    from mqttwire.spark.schema import DECODED
+def test_packets_batch_columns() -> None:
+    from mqttwire.spark.batches import capture_error_batches, packets_batch
+    from mqttwire.spark.schema import ERRORS, PACKETS
 
     rec = Record("packet", "cap", 1_700_000_000_123_456_789, 1, connection_id="cap#1",
                  direction="c2s", packet_type="PINGREQ", flags=0, length=2)
-    batch = to_batch("packets", [packet_row(rec)])
-    assert batch.schema == DECODED and batch.num_rows == 1
-    row = batch.to_pylist()[0]
-    assert row["table"] == "packets"
-    assert row["connections"] is None and row["messages"] is None
-    packet = row["packets"]
+    batch = packets_batch([rec])
+    assert batch.schema == PACKETS and batch.num_rows == 1
+    packet = batch.to_pylist()[0]
     # ts has microseconds (the 789 ns are cut); ts_ns keeps them.
     assert packet["ts_ns"] == 1_700_000_000_123_456_789
     assert packet["ts"].timestamp() == pytest.approx(1_700_000_000.123456, abs=1e-6)
     assert packet["ts"].microsecond == 123456
+    assert (packet["capture"], packet["kind"], packet["packet_type"], packet["length"]) == (
+        "cap", "packet", "PINGREQ", 2)
     assert packet["topic_from_alias"] is False
 
-    err = error_batch("x.pcap", "no such file").to_pylist()[0]["packets"]
+    # A capture that cannot be read: one row in packets, the same in errors.
+    (t1, packets), (t2, errors) = capture_error_batches("x.pcap", "no such file")
+    assert (t1, t2) == ("packets", "errors")
+    assert packets.schema == PACKETS and errors.schema == ERRORS
+    err = packets.to_pylist()[0]
     assert (err["capture"], err["kind"], err["error"], err["topic_from_alias"]) == (
         "x.pcap", "capture_error", "no such file", None)
+    assert errors.to_pylist() == [{name: err[name] for name in ERRORS.names}]
+
+
+@pytest.mark.spark
+def test_rows_batch_cuts_times_to_microseconds() -> None:
+    from mqttwire.spark.batches import rows_batch
+    from mqttwire.spark.schema import RETAINED
+
+    row = {"capture": "cap", "topic": "t", "connection_id": "cap#1", "client_id": "c",
+           "protocol_version": 4, "ts": 1_500_000_000_000_000_999, "qos": 1,
+           "payload_length": 3, "payload": b"abc", "stream_offset": 40}
+    (got,) = rows_batch("retained", [row]).to_pylist()
+    assert rows_batch("retained", [row]).schema == RETAINED
+    assert got["ts"].timestamp() == 1_500_000_000.0 and got["ts"].microsecond == 0
+    assert {k: v for k, v in got.items() if k != "ts"} == {
+        k: v for k, v in row.items() if k != "ts"}
+
+
+@pytest.mark.spark
+def test_stage_round_trip() -> None:
+    import pyarrow as pa
+
+    from mqttwire.spark.batches import stage, unstage
+    from mqttwire.spark.schema import STAGED
+
+    batch = pa.record_batch([pa.array([1, None, 3], pa.int32()), pa.array(["a", "b", None])],
+                            names=["n", "s"])
+    staged = stage("messages", batch)
+    assert staged.schema == STAGED and staged.num_rows == 1
+    assert staged.column(0).to_pylist() == ["messages"]
+    # unstage takes batches of the data column, as Spark hands them over (two rows here).
+    data = pa.record_batch([pa.concat_arrays([staged.column(1), staged.column(1)])],
+                           names=["data"])
+    assert [b.to_pylist() for b in unstage([data])] == [batch.to_pylist()] * 2
