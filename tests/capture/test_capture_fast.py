@@ -75,6 +75,7 @@ def flow_frames(flow: TcpFlow, segs: list[Segment], start: int = 0, **kw: Any) -
     return [Frame(T0 + (start + i) * 1000, flow.ip(s), **kw) for i, s in enumerate(segs)]
 
 
+@pytest.mark.c_extension  # the compiled loop itself: not in a pure-Python pass
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
 def test_records_across_chunks(fmt: str) -> None:
     """Over 2 MiB of small PUBLISHes in two connections: frames straddle the reader's
@@ -176,6 +177,7 @@ def captures(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
     return raw, options
 
 
+@pytest.mark.c_extension
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
 @given(capture=captures())

@@ -96,6 +96,7 @@ def test_pipeline_needs_out() -> None:
     assert exc.value.code == 2
 
 
+@pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
 def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path) -> None:
     from mqttwire.spark import PipelineOptions
