@@ -21,7 +21,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Next
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove
@@ -74,6 +74,10 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)
     object PyObject_GenericGetDict(object o, void* context)
+    # Allocation as object.__new__(cls) does it, without the call through the type: the
+    # Properties class is a plain class with no __new__ of its own.
+    object PyType_GenericNew(PyTypeObject* cls, PyObject* args, PyObject* kwds)
+    long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
 
 cdef extern from *:
     """
@@ -125,23 +129,34 @@ for _b, (_name, _kind, _allowed) in _properties._TABLE.items():
         _PROP_ALLOWED[_b] |= 1u << _t
     _PROP_FLAGS[_b] = (1 if _b in _properties._BOOLEAN_BYTES else 0) | (
         2 if _b in _properties._NONZERO else 0)
-cdef object _PROPERTY_IDS = _properties.PROPERTY_NAMES
+cdef dict _PROPERTY_IDS = _properties.PROPERTY_NAMES
 
 # Cached Python objects used on the hot path.
+cdef PyTypeObject* _PROPERTIES = <PyTypeObject*>Properties  # kept alive by the import
 cdef object _PUBLISH = "PUBLISH"
 cdef tuple _ACK_NAMES = ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP")
 cdef object _COLD_DECODERS = _cold.DECODERS
 cdef object _TOPIC_NAME = "topic name"
 
 
+cdef inline long long _uint(object value, long long top) noexcept:
+    """``value`` when it is an int (not a bool, not a subclass) from 0 to ``top``, else -1.
+    A range check without Python comparisons that cannot overflow: a value too large for
+    a C integer must reach the reference code, which names it in its error."""
+    cdef int overflow
+    cdef long long v
+    if type(value) is not int:
+        return -1
+    v = PyLong_AsLongLongAndOverflow(value, &overflow)
+    return v if not overflow and 0 <= v <= top else -1
+
+
 cdef inline int _check_version(object version) except -1:
-    cdef long v
-    if type(version) is int:  # the common case, without rich comparisons
-        v = version
-        if 3 <= v <= 5:
-            return <int>v
-    elif version == 5 or version == 4 or version == 3:  # e.g. an IntEnum member
-        return <int>version
+    cdef long long v = _uint(version, 5)
+    if v >= 3:  # the common case, without rich comparisons
+        return <int>v
+    if type(version) is not int and (version == 5 or version == 4 or version == 3):
+        return <int>version  # e.g. an IntEnum member
     raise ValueError(f"protocol version must be 3, 4 or 5, not {version!r}")
 
 
@@ -796,7 +811,7 @@ cdef int _encode_properties(_Out* out, _Prop* items, int count, int ptype) excep
     raises its exact error)."""
     cdef int pid, kind, k
     cdef unsigned int allowed_bit = 1u << ptype
-    cdef long long v, limit
+    cdef long long v
     cdef bint has_method = False, has_data = False
     cdef unsigned char buf[5]
     for k in range(count):
@@ -806,11 +821,9 @@ cdef int _encode_properties(_Out* out, _Prop* items, int count, int ptype) excep
         if not _PROP_ALLOWED[pid] & allowed_bit:
             return 0
         if kind <= 2:  # BYTE, U16, U32
-            limit = 0xFF if kind == 0 else 0xFFFF if kind == 1 else 0xFFFFFFFF
-            # Range first, on the Python int: a huge one must not overflow the C type.
-            if type(value) is not int or not 0 <= value <= limit:
+            v = _uint(value, 0xFF if kind == 0 else 0xFFFF if kind == 1 else 0xFFFFFFFF)
+            if v < 0:
                 return 0
-            v = value
             if (_PROP_FLAGS[pid] & 1 and v > 1) or (_PROP_FLAGS[pid] & 2 and v == 0):
                 return 0
             buf[0] = pid
@@ -831,10 +844,11 @@ cdef int _encode_properties(_Out* out, _Prop* items, int count, int ptype) excep
             if type(value) is not list or (len(<list>value) > 1 and ptype != 3):
                 return 0
             for ident in <list>value:
-                if type(ident) is not int or not 0 < ident <= MQTTWIRE_MAX_REMAINING_LENGTH:
+                v = _uint(ident, MQTTWIRE_MAX_REMAINING_LENGTH)
+                if v <= 0:
                     return 0
                 buf[0] = pid
-                _put(out, buf, 1 + _write_varint(buf + 1, ident))
+                _put(out, buf, 1 + _write_varint(buf + 1, v))
         elif kind == 4:  # UTF-8 string; a Response Topic is a topic name [MQTT-3.3.2-14]
             _put1(out, pid)
             if not _utf8_field(out, value, pid == 0x08):
@@ -909,20 +923,19 @@ cdef object _encode_connect(Connect pkt):
 cdef int _connect_body(Connect pkt, _Out* body) except -1:
     cdef object level = pkt.protocol_version, keep_alive = pkt.keep_alive, will = pkt.will
     cdef object username = pkt.username, password = pkt.password
-    cdef int version, flags = 0
+    cdef int version = <int>_uint(level, 5), flags = 0
+    cdef long long keep = _uint(keep_alive, 0xFFFF), will_qos
     cdef Will w = None
-    if type(level) is not int or not 3 <= level <= 5 or type(keep_alive) is not int or (
-            not 0 <= keep_alive <= 0xFFFF):
+    if version < 3 or keep < 0:
         return 0
-    version = level
     if will is not None:
         if type(will) is not Will:
             return 0
         w = will
-        if type(w.qos) is not int or not 0 <= w.qos <= 2 or not w.topic or (
-                version < 5 and w.properties):
+        will_qos = _uint(w.qos, 2)
+        if will_qos < 0 or not w.topic or (version < 5 and w.properties):
             return 0
-        flags |= 0x04 | (<int>w.qos << 3) | (0x20 if w.retain else 0)
+        flags |= 0x04 | (<int>will_qos << 3) | (0x20 if w.retain else 0)
     if username is not None:
         flags |= 0x80
     if password is not None:
@@ -940,7 +953,7 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
         _put(body, b"\x00\x04MQTT", 6)
     _put1(body, version)
     _put1(body, flags)
-    _put_u16(body, keep_alive)
+    _put_u16(body, keep)
     if version == 5 and not _append_block(body, pkt.properties, 1):
         return 0
     if not _utf8_field(body, pkt.client_id, False):
@@ -977,17 +990,14 @@ cdef object _encode_subscribe(Subscribe pkt, object version_obj):
 
 cdef int _subscribe_body(Subscribe pkt, object version_obj, _Out* body) except -1:
     cdef object packet_id = pkt.packet_id, subscriptions = pkt.subscriptions
-    cdef object topic_filter, qos, handling, no_local, as_published
-    cdef int version
+    cdef object topic_filter, no_local, as_published
+    cdef int version = <int>_uint(version_obj, 5)
+    cdef long long pid = _uint(packet_id, 0xFFFF), qos, handling
     cdef unsigned char options
     cdef Subscription sub
-    if type(version_obj) is not int or not 3 <= version_obj <= 5:
+    if version < 3 or pid <= 0 or type(subscriptions) is not list or not subscriptions:
         return 0
-    version = version_obj
-    if type(packet_id) is not int or not 0 < packet_id <= 0xFFFF or (
-            type(subscriptions) is not list or not subscriptions):
-        return 0
-    _put_u16(body, packet_id)
+    _put_u16(body, pid)
     if version == 5:
         if not _append_block(body, pkt.properties, 8):
             return 0
@@ -997,16 +1007,18 @@ cdef int _subscribe_body(Subscribe pkt, object version_obj, _Out* body) except -
         if type(item) is not Subscription:
             return 0
         sub = item
-        topic_filter, qos, handling = sub.topic_filter, sub.qos, sub.retain_handling
-        no_local, as_published = sub.no_local, sub.retain_as_published
-        if type(topic_filter) is not str or type(qos) is not int or not 0 <= qos <= 2 or (
-                type(handling) is not int or type(no_local) is not bool
-                or type(as_published) is not bool):
+        topic_filter, no_local = sub.topic_filter, sub.no_local
+        as_published = sub.retain_as_published
+        qos = _uint(sub.qos, 2)
+        handling = _uint(sub.retain_handling, 2)
+        # A Retain Handling above 2 is refused at 5.0 and unused before; either way the
+        # reference encoder decides (so a non-int and a huge int are handed over too).
+        if type(topic_filter) is not str or qos < 0 or handling < 0 or (
+                type(no_local) is not bool or type(as_published) is not bool):
             return 0
         options = <unsigned char>qos
         if version == 5:
-            if not 0 <= handling <= 2 or (
-                    no_local and (<str>topic_filter).startswith("$share/")):
+            if no_local and (<str>topic_filter).startswith("$share/"):
                 return 0
             options |= ((0x04 if no_local else 0) | (0x08 if as_published else 0)
                         | (<unsigned char>handling << 4))
@@ -1046,19 +1058,15 @@ cdef object _encode_publish(Publish pkt, object version_obj):
     cdef _Out block
     cdef const char* topic_utf8
     cdef Py_ssize_t topic_len, i
-    cdef long qos, packet_id = 0
+    cdef long qos = <long>_uint(qos_obj, 2), packet_id = 0
     cdef unsigned char c
 
-    if (type(qos_obj) is not int or type(topic) is not str or type(payload) is not bytes):
-        return _pure._encode_publish(pkt, version)
-    qos = qos_obj
-    if qos < 0 or qos > 2 or (pkt.dup and qos == 0):
+    if qos < 0 or type(topic) is not str or type(payload) is not bytes or (
+            pkt.dup and qos == 0):
         return _pure._encode_publish(pkt, version)
     if qos:
-        if type(pid_obj) is not int:
-            return _pure._encode_publish(pkt, version)
-        packet_id = pid_obj
-        if packet_id < 1 or packet_id > 0xFFFF:
+        packet_id = <long>_uint(pid_obj, 0xFFFF)
+        if packet_id <= 0:
             return _pure._encode_publish(pkt, version)
     elif pid_obj is not None:
         return _pure._encode_publish(pkt, version)
@@ -1136,11 +1144,9 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
     # The class, not its packet_type attribute: a type lookup and an IntEnum conversion
     # cost as much as the rest of this function.
     ptype = 4 if cls is PubAck else 5 if cls is PubRec else 6 if cls is PubRel else 7
-    if type(pid_obj) is not int or type(code_obj) is not int or pkt.properties:
-        return _pure._encode_ack(pkt, version)
-    packet_id = pid_obj
-    code = code_obj
-    if packet_id < 1 or packet_id > 0xFFFF or code < 0 or code > 0xFF:
+    packet_id = <long>_uint(pid_obj, 0xFFFF)
+    code = <long>_uint(code_obj, 0xFF)
+    if packet_id <= 0 or code < 0 or pkt.properties:
         return _pure._encode_ack(pkt, version)
     if code and (version != 5 or not _ACK_CODE_OK[ptype - 4][code]):
         return _pure._encode_ack(pkt, version)
@@ -1538,7 +1544,7 @@ cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t
     stop = i + length
     if stop > end:
         return _BAIL
-    props = Properties.__new__(Properties)
+    props = PyType_GenericNew(_PROPERTIES, NULL, NULL)
     d = PyObject_GenericGetDict(props, NULL)
     while i < stop:
         pid = p[i]

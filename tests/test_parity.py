@@ -178,6 +178,8 @@ def _outcome(make) -> str:
         return f"{type(exc).__name__}: {exc}"
 
 
+HUGE = 2**70  # no C integer holds it: the extension must not raise OverflowError
+
 BAD_FIELDS = [
     # The extension encodes well-typed, valid packets in C and hands everything else to the
     # shared reference encoder: these reach that hand-over, and must end alike.
@@ -191,14 +193,23 @@ BAD_FIELDS = [
     ("Publish", ("t",), {"properties": mqttwire.Properties(session_expiry_interval=1)}),
     ("Publish", ("t\ud800",), {}),
     ("Publish", ("t",), {"qos": 1}),
+    ("Publish", ("t",), {"qos": True}),
+    ("Publish", ("t",), {"qos": HUGE}),
+    ("Publish", ("t",), {"qos": 1, "packet_id": HUGE}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(message_expiry_interval=HUGE)}),
+    ("Publish", ("t",), {"properties": mqttwire.Properties(subscription_identifiers=[HUGE])}),
     ("Connect", ("c",), {"properties": {"a": 1}}),
     ("Connect", ("c",), {"keep_alive": 70_000}),
+    ("Connect", ("c",), {"keep_alive": HUGE}),
+    ("Connect", ("c",), {"protocol_version": HUGE}),
     ("Connect", ("c",), {"protocol_version": 4, "password": b"x"}),
     ("Connect", ("c",), {"protocol_version": 4,
                          "properties": mqttwire.Properties(session_expiry_interval=1)}),
     ("Connect", ("c",), {"properties": mqttwire.Properties(topic_alias=3)}),
     ("Connect", ("c\x00",), {}),
     ("PubAck", (0,), {}),
+    ("PubAck", (HUGE,), {}),
+    ("PubAck", (1,), {"reason_code": HUGE}),
     ("PubAck", (1,), {"reason_code": 0x99, "properties": mqttwire.Properties(reason_string="r")}),
     ("Subscribe", (0, [("a", {})]), {}),
     ("Subscribe", (1, []), {}),
@@ -206,6 +217,9 @@ BAD_FIELDS = [
     ("Subscribe", (1, [("a\x00", {})]), {}),
     ("Subscribe", (1, [("a", {"qos": 3})]), {}),
     ("Subscribe", (1, [("a", {"retain_handling": 3})]), {}),
+    ("Subscribe", (HUGE, [("a", {})]), {}),
+    ("Subscribe", (1, [("a", {"qos": HUGE})]), {}),
+    ("Subscribe", (1, [("a", {"retain_handling": HUGE})]), {}),
     ("Subscribe", (1, [("a", {"no_local": 1})]), {}),  # truthy, not a bool
     ("Subscribe", (1, [("a", {"retain_as_published": True})]), {}),
     ("Subscribe", (1, [("$share/g/a", {"no_local": True})]), {}),
@@ -235,7 +249,7 @@ def _build(m: ModuleType, name: str, args: tuple, kwargs: dict) -> Any:
 
 def test_encoder_hand_over_for_will_fields(both_codecs: tuple[ModuleType, ModuleType]) -> None:
     cy, py = both_codecs
-    for will_kwargs in ({"qos": 3}, {"topic": "a/+"}, {"topic": ""}, {"payload": "text"},
+    for will_kwargs in ({"qos": 3}, {"qos": HUGE}, {"topic": "a/+"}, {"topic": ""}, {"payload": "text"},
                         {"properties": mqttwire.Properties(will_delay_interval=5)},
                         {"properties": mqttwire.Properties(topic_alias=5)}):
         fields = {"topic": "w", **will_kwargs}
@@ -245,6 +259,19 @@ def test_encoder_hand_over_for_will_fields(both_codecs: tuple[ModuleType, Module
             for m in (cy, py)
         ]
         assert outcomes[0] == outcomes[1], will_kwargs
+
+
+@pytest.mark.parametrize("version", [HUGE, 6, 2, True, "5"])
+def test_bad_protocol_version_argument_gives_the_same_outcome(
+    both_codecs: tuple[ModuleType, ModuleType], version: object
+) -> None:
+    for make in (lambda m: m.PubAck(1).encode(version),
+                 lambda m: m.Subscribe(1, [m.Subscription("a")]).encode(version),
+                 lambda m: m.decode(b"\xe0\x00", version=version)):
+        outcomes = [_outcome(lambda m=m: make(m)) for m in both_codecs]
+        assert outcomes[0] == outcomes[1]
+        assert outcomes[0].startswith("ValueError: "), outcomes
+        assert "protocol version must be 3, 4 or 5" in outcomes[0], outcomes
 
 
 @pytest.mark.parametrize(("topic", "payload", "properties"), [
