@@ -50,7 +50,9 @@ def load(path: str) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, Any
 
 
 def med(rec: dict[str, Any]) -> float:
-    return rec["stats"]["median"]
+    """Median of rounds, per operation: a timed call of decode or encode does
+    ``extra_info["ops"]`` operations (bench_peers.OPS)."""
+    return rec["stats"]["median"] / rec["extra_info"].get("ops", 1)
 
 
 def _base(codec: str, row: dict[str, dict[str, Any]], pure: bool) -> str | None:

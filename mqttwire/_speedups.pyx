@@ -24,7 +24,7 @@ from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memmove
+from libc.string cimport memchr, memcmp, memcpy, memmove
 
 import types
 
@@ -69,6 +69,8 @@ from ._wire import (
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object text)
+    bint PyUnicode_IS_COMPACT_ASCII(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(object text)
     # Declared here with const pointers (Cython's own declarations take char *).
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
@@ -724,25 +726,39 @@ cdef inline int _put_u16(_Out* o, Py_ssize_t value) except -1:
     return 0
 
 
+cdef inline const char* _utf8(object text, Py_ssize_t* n) except? NULL:
+    """The UTF-8 form of a str, or NULL when it has none (a lone surrogate).  An ASCII str
+    is its own UTF-8: its characters are read in place, with no encoding step and no
+    exception handling on the common path."""
+    cdef const char* raw
+    if PyUnicode_IS_COMPACT_ASCII(text):
+        n[0] = PyUnicode_GET_LENGTH(text)
+        return <const char*>PyUnicode_DATA(text)
+    try:
+        raw = PyUnicode_AsUTF8AndSize(text, n)
+    except UnicodeEncodeError:
+        return NULL
+    return raw
+
+
+cdef inline bint _plain_text(const char* raw, Py_ssize_t n, bint is_topic) noexcept:
+    """No U+0000 (MQTT 5.0 §1.5.4), and for a topic name no wildcard [MQTT-3.3.2-2]."""
+    if memchr(raw, 0, n) != NULL:
+        return False
+    return not is_topic or (memchr(raw, 0x2B, n) == NULL and memchr(raw, 0x23, n) == NULL)
+
+
 cdef int _utf8_field(_Out* out, object text, bint is_topic) except -1:
     """Append a length-prefixed UTF-8 string: 1, or 0 (nothing appended, nothing to trust)
     when it is not a plain str the decoder would accept; the caller then lets the shared
     encoder decide."""
     cdef const char* raw
-    cdef Py_ssize_t n, i
-    cdef unsigned char c
+    cdef Py_ssize_t n
     if type(text) is not str:
         return 0
-    try:
-        raw = PyUnicode_AsUTF8AndSize(text, &n)
-    except UnicodeEncodeError:  # a lone surrogate
+    raw = _utf8(text, &n)
+    if raw == NULL or n > 0xFFFF or not _plain_text(raw, n, is_topic):
         return 0
-    if n > 0xFFFF:
-        return 0
-    for i in range(n):
-        c = <unsigned char>raw[i]
-        if c == 0 or (is_topic and (c == 0x2B or c == 0x23)):
-            return 0
     _put_u16(out, n)
     _put(out, raw, n)
     return 1
@@ -1057,9 +1073,8 @@ cdef object _encode_publish(Publish pkt, object version_obj):
     cdef unsigned char stack[_STACK]
     cdef _Out block
     cdef const char* topic_utf8
-    cdef Py_ssize_t topic_len, i
+    cdef Py_ssize_t topic_len
     cdef long qos = <long>_uint(qos_obj, 2), packet_id = 0
-    cdef unsigned char c
 
     if qos < 0 or type(topic) is not str or type(payload) is not bytes or (
             pkt.dup and qos == 0):
@@ -1070,16 +1085,10 @@ cdef object _encode_publish(Publish pkt, object version_obj):
             return _pure._encode_publish(pkt, version)
     elif pid_obj is not None:
         return _pure._encode_publish(pkt, version)
-    try:
-        topic_utf8 = PyUnicode_AsUTF8AndSize(topic, &topic_len)
-    except UnicodeEncodeError:  # a lone surrogate
+    topic_utf8 = _utf8(topic, &topic_len)
+    if topic_utf8 == NULL or topic_len == 0 or topic_len > 0xFFFF or not _plain_text(
+            topic_utf8, topic_len, True):
         return _pure._encode_publish(pkt, version)
-    if topic_len == 0 or topic_len > 0xFFFF:
-        return _pure._encode_publish(pkt, version)
-    for i in range(topic_len):
-        c = <unsigned char>topic_utf8[i]
-        if c == 0 or c == 0x2B or c == 0x23:  # U+0000, '+', '#'
-            return _pure._encode_publish(pkt, version)
     props = pkt.properties
     if props is not None:
         if type(props) is not Properties:
