@@ -109,14 +109,18 @@ def targets(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
 
 
 def chunk_rows(data: dict[str, Any]) -> list[str]:
-    out = ["| input | codec | chunk | median | ns per input byte |", "|---|---|---:|---:|---:|"]
+    out = [
+        "| input | codec | chunk | median | ns per input byte | page faults per round |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     recs = [b for b in data["benchmarks"] if b["extra_info"].get("direction") == "chunking"]
     recs.sort(key=lambda b: (b["group"], b["extra_info"]["codec"], b["extra_info"]["chunk"]))
     for b in recs:
         e = b["extra_info"]
         out.append(
             f"| {b['group'].split(': ')[1]} ({e['bytes']:,} B) | {e['codec']} | "
-            f"{e['chunk']:,} B | {fmt(med(b))} | {med(b) * 1e9 / e['bytes']:.1f} |"
+            f"{e['chunk']:,} B | {fmt(med(b))} | {med(b) * 1e9 / e['bytes']:.1f} | "
+            f"{e.get('minor_faults_per_round', 'n/a'):,} |"
         )
     return out
 

@@ -249,7 +249,8 @@ def _build(m: ModuleType, name: str, args: tuple, kwargs: dict) -> Any:
 
 def test_encoder_hand_over_for_will_fields(both_codecs: tuple[ModuleType, ModuleType]) -> None:
     cy, py = both_codecs
-    for will_kwargs in ({"qos": 3}, {"qos": HUGE}, {"topic": "a/+"}, {"topic": ""}, {"payload": "text"},
+    for will_kwargs in ({"qos": 3}, {"qos": HUGE}, {"topic": "a/+"}, {"topic": ""},
+                        {"payload": "text"},
                         {"properties": mqttwire.Properties(will_delay_interval=5)},
                         {"properties": mqttwire.Properties(topic_alias=5)}):
         fields = {"topic": "w", **will_kwargs}
@@ -268,7 +269,7 @@ def test_bad_protocol_version_argument_gives_the_same_outcome(
     for make in (lambda m: m.PubAck(1).encode(version),
                  lambda m: m.Subscribe(1, [m.Subscription("a")]).encode(version),
                  lambda m: m.decode(b"\xe0\x00", version=version)):
-        outcomes = [_outcome(lambda m=m: make(m)) for m in both_codecs]
+        outcomes = [_outcome(lambda m=m, make=make: make(m)) for m in both_codecs]
         assert outcomes[0] == outcomes[1]
         assert outcomes[0].startswith("ValueError: "), outcomes
         assert "protocol version must be 3, 4 or 5" in outcomes[0], outcomes
