@@ -108,6 +108,18 @@ def targets(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return out
 
 
+def call_floor(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """The call floor of bench_peers.test_call_floor, against the PUBACK encodes."""
+    floor = next(iter(table.get("call floor", {}).values()), None)
+    if floor is None:
+        return ["(no call floor in this file)"]
+    out = [f"call floor (an adapter lambda calling a C method that does no work): "
+           f"{fmt(med(floor))}"]
+    for c, rec in table.get("encode puback v5", {}).items():
+        out.append(f"- encode puback v5, {c}: {fmt(med(rec))}")
+    return out
+
+
 def chunk_rows(data: dict[str, Any]) -> list[str]:
     out = [
         "| input | codec | chunk | median | ns per input byte | page faults per round |",
@@ -168,6 +180,9 @@ def chart(table: dict[str, dict[str, dict[str, Any]]], png: str) -> None:
         gridspec_kw={"height_ratios": [len(ops), len(big) + 1]},
     )
     _panel(top, table, ops, codecs, colors)
+    for rec in table.get("call floor", {}).values():  # bench_peers.test_call_floor
+        top.axvline(med(rec) * 1e9, color="black", linestyle="--", linewidth=0.8,
+                    label="call floor (the adapter's call of a C method that does nothing)")
     top.set_xlabel("median ns per packet (log scale; shorter is faster)")
     _panel(bottom, table, big, codecs, colors)
     bottom.set_xlabel("median ns per operation (log scale)")
@@ -200,7 +215,8 @@ def main(argv: list[str]) -> None:
         f"Python {info.get('python_version', '?')}, {info.get('cpu', {}).get('brand_raw', '?')}, "
         f"{data.get('datetime', '?')}\n"
     )
-    for section in (main_table(table), targets(table), chunk_rows(data), memory(table)):
+    for section in (main_table(table), targets(table), call_floor(table), chunk_rows(data),
+                    memory(table)):
         print("\n".join(section) + "\n")
     chart(table, png)
     print(f"chart: {png}")
