@@ -51,7 +51,7 @@ def load(path: str) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, Any
 
 def med(rec: dict[str, Any]) -> float:
     """Median of rounds, per operation: a timed call of decode or encode does
-    ``extra_info["ops"]`` operations (bench_peers.OPS)."""
+    ``extra_info["ops"]`` operations (bench_peers.PER_CALL)."""
     return rec["stats"]["median"] / rec["extra_info"].get("ops", 1)
 
 
