@@ -153,9 +153,21 @@ cdef inline long long _uint(object value, long long top) noexcept:
     return v if not overflow and 0 <= v <= top else -1
 
 
+cdef object _V3 = 3, _V4 = 4, _V5 = 5
+
+
 cdef inline int _check_version(object version) except -1:
-    cdef long long v = _uint(version, 5)
-    if v >= 3:  # the common case, without rich comparisons
+    cdef long long v
+    # CPython keeps one object per small int, so the usual arguments are these very
+    # objects: three pointer comparisons before any conversion.
+    if version is _V5:
+        return 5
+    if version is _V4:
+        return 4
+    if version is _V3:
+        return 3
+    v = _uint(version, 5)
+    if v >= 3:  # an int object of its own (another interpreter, say)
         return <int>v
     if type(version) is not int and (version == 5 or version == 4 or version == 3):
         return <int>version  # e.g. an IntEnum member
