@@ -167,7 +167,7 @@ cdef inline int _check_version(object version) except -1:
     if version is _V3:
         return 3
     v = _uint(version, 5)
-    if v >= 3:  # an int object of its own (another interpreter, say)
+    if v >= 3:  # an equal int that is not the cached object (C code can make one)
         return <int>v
     if type(version) is not int and (version == 5 or version == 4 or version == 3):
         return <int>version  # e.g. an IntEnum member

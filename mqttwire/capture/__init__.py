@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import BinaryIO, Union
 
+from .._impl import IMPLEMENTATION
 from .link import IPFragment, TcpSegment, parse_frame
 from .loop import _read_pure
 from .pcap import CaptureFormatError, Frame, iter_frames
@@ -29,8 +30,8 @@ from .records import MqttStreams, Record, looks_like_connect
 from .tcp import TcpConnection, TcpReassembler, TcpStream
 
 try:
-    if os.environ.get("MQTTWIRE_PURE_PYTHON"):  # as mqttwire._impl decides for the codec
-        raise ImportError("a pure-Python run was asked for")
+    if IMPLEMENTATION != "cython":  # mqttwire._impl decides, for the codec and this loop
+        raise ImportError("the pure-Python codec was chosen")
     from . import _fast
 except ImportError:  # a pure-Python install or run
     _fast = None  # type: ignore[assignment]
