@@ -474,19 +474,27 @@ def _parameters(func: object) -> list[tuple[str, object, object]]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(func).parameters.values()]
 
 
+def _doc(obj: object) -> str:
+    doc = obj.__doc__
+    assert doc, obj
+    return inspect.cleandoc(doc)
+
+
 @pytest.mark.c_extension
 def test_api_parity() -> None:
-    # The twins expose the same names, parameters and docstrings.
+    # The twins expose the same names, parameters and docstrings.  Docstrings are compared
+    # cleaned (inspect.cleandoc): from Python 3.13 the compiler strips their indentation,
+    # which Cython's compiled docstrings keep.
     cy = importlib.import_module("mqttwire._ctopics")
     py = importlib.import_module("mqttwire._topics")
     assert set(cy.__all__) == set(PUBLIC) | {"TopicTree", "Matches"} <= set(py.__all__)
     assert cy.Matches is py.Matches
     for name in PUBLIC:
         assert _parameters(getattr(cy, name)) == _parameters(getattr(py, name)), name
-        assert getattr(cy, name).__doc__ == getattr(py, name).__doc__, name
-    assert cy.TopicTree.__doc__ == py.TopicTree.__doc__
+        assert _doc(getattr(cy, name)) == _doc(getattr(py, name)), name
+    assert _doc(cy.TopicTree) == _doc(py.TopicTree)
     for name in [*TREE_METHODS, "__len__", "__iter__"]:
-        assert getattr(cy.TopicTree, name).__doc__ == getattr(py.TopicTree, name).__doc__, name
+        assert _doc(getattr(cy.TopicTree, name)) == _doc(getattr(py.TopicTree, name)), name
     for name in TREE_METHODS:
         cy_params = _parameters(getattr(cy.TopicTree, name))
         assert cy_params == _parameters(getattr(py.TopicTree, name)), name

@@ -1,12 +1,13 @@
 """The distributions: what the sdist and the wheel hold, and that the installed wheel works.
 
-One build per run (about a minute, marker ``packaging``): the sdist is built from a copy of
-the working tree, and the wheel from that sdist, as the release workflow does with
-cibuildwheel.  The wheel is then tested as cibuildwheel tests every release wheel, with the
-test-sources and test-command of pyproject's [tool.cibuildwheel]: installed with its test
-extra into a new virtualenv, the suite run from a directory outside the source tree, so
-that ``import mqttwire`` can only find the installed wheel.  This needs the source checkout
-and a network path to PyPI (build requirements, test dependencies).
+Marker ``packaging``.  The sdist is built from a copy of the working tree, and a wheel from
+that sdist, as the release workflow does with cibuildwheel (about a minute); then, from the
+same sdist, a wheel for each of the oldest and the newest CPython of the release matrix
+that pyenv has (about two minutes each).  Each wheel is tested as cibuildwheel tests every
+release wheel, with the test-sources and test-command of pyproject's [tool.cibuildwheel]:
+installed with its test extra into a new virtualenv, the suite run from a directory outside
+the source tree, so that ``import mqttwire`` can only find the installed wheel.  This needs
+the source checkout and a network path to PyPI (build requirements, test dependencies).
 """
 
 from __future__ import annotations
@@ -159,21 +160,77 @@ def test_installed_wheel_passes_the_release_test_command(
     """What cibuildwheel does with each wheel it builds, done here with this one: install it
     with the test extra into a new virtualenv, copy the test-sources into an empty directory
     and run the test-command there, outside the source tree."""
+    summary = _release_test(Path(sys.executable), dists.wheel, dists.source, tmp_path)
+    with capsys.disabled():
+        print(f"\n[wheel venv, Python {sys.version.split()[0]}]\n{summary}")
+
+
+# The oldest and the newest CPython of the release matrix ([tool.cibuildwheel] build) that
+# pyenv can have here.  cibuildwheel builds and tests a wheel for each; what differs between
+# CPython versions shows only there (Python 3.13's compiler strips the indentation of
+# docstrings, which Cython keeps, and a parity test compared them as they were).
+OTHER_PYTHONS = ["3.10", "3.13"]
+
+
+def _pyenv_python(version: str) -> Path | None:
+    """pyenv's newest CPython `version`.x, or None."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    found = sorted(root.glob(f"versions/{version}.*/bin/python{version}"))
+    return found[-1] if found else None
+
+
+@pytest.mark.parametrize("version", OTHER_PYTHONS)
+def test_wheel_built_and_tested_on_other_cpython(
+    dists: Dists, tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    """A wheel built from the sdist by another CPython, tested as the release workflow tests
+    it.  Skipped where pyenv has no such CPython, except on CI (CI set), whose machines
+    have both."""
+    if sys.version.startswith(version + "."):
+        pytest.skip(f"Python {version} runs this suite: the test above covers it")
+    python = _pyenv_python(version)
+    if python is None:
+        message = f"no CPython {version} under pyenv (PYENV_ROOT) here"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    builder = tmp_path / "build-venv"
+    _run([python, "-m", "venv", builder], cwd=tmp_path, timeout=300)
+    pip = [builder / "bin" / "python", "-m", "pip"]
+    _run([*pip, "install", "--quiet", "pip>=25.3"], cwd=tmp_path, timeout=300)
+    env = _environ()
+    # The pinned Cython, in pip's isolated build environment (pip >= 25.3).
+    env["PIP_BUILD_CONSTRAINT"] = str(dists.source / "requirements" / "cython.txt")
+    wheels = tmp_path / "wheels"
+    _run([*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, dists.sdist],
+         cwd=tmp_path, env=env, timeout=900)  # fmt: skip
+    (wheel,) = wheels.glob("*.whl")
+    tag = "cp" + version.replace(".", "")
+    assert f"-{tag}-{tag}-" in wheel.name, wheel.name
+    summary = _release_test(python, wheel, dists.source, tmp_path)
+    with capsys.disabled():
+        print(f"\n[wheel venv, Python {version}]\n{summary}")
+
+
+def _release_test(python: Path, wheel: Path, source: Path, tmp_path: Path) -> str:
+    """Install `wheel` with its test extra into a new virtualenv of `python`, then run
+    [tool.cibuildwheel]'s test-command in a directory outside the source tree holding only
+    its test-sources; return the command and pytest's summary line."""
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", venv], cwd=tmp_path, timeout=300)
+    _run([python, "-m", "venv", venv], cwd=tmp_path, timeout=300)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
     # The wheel file itself, with the test extra's dependencies from the index.
     _run(
-        [bin_dir / "python", "-m", "pip", "install", "--quiet", f"{dists.wheel}[test]"],
+        [bin_dir / "python", "-m", "pip", "install", "--quiet", f"{wheel}[test]"],
         cwd=tmp_path,
         timeout=900,
     )
 
-    test_sources, test_command = _cibuildwheel_test_config(dists.source)
+    test_sources, test_command = _cibuildwheel_test_config(source)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     for name in test_sources:
-        origin = dists.source / name
+        origin = source / name
         if origin.is_dir():
             shutil.copytree(origin, run_dir / name, ignore=_NOT_SOURCES)
         else:
@@ -207,5 +264,4 @@ def test_installed_wheel_passes_the_release_test_command(
     # pytest's exit code 5 is "no test collected": a failure too, since it proves nothing.
     assert exit_code == 0, f"{test_command}\nexited {exit_code}:\n...\n{tail}"
     assert " passed" in summary, summary
-    with capsys.disabled():
-        print(f"\n[wheel venv: {test_command}]\n{summary}")
+    return f"{test_command}\n{summary}"
