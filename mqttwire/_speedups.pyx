@@ -409,6 +409,8 @@ cdef class PubComp(_Ack):
 
 
 @cython.final
+@cython.no_gc  # as Publish: its fields are a string, ints and bools
+@cython.freelist(16)
 cdef class Subscription:
     """One topic filter of a SUBSCRIBE with its options (MQTT 5.0 §3.8.3.1); before MQTT 5.0
     only ``qos`` exists."""
