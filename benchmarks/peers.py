@@ -226,7 +226,10 @@ class StructFloor(Peer):
     def decoder(self, op: Op) -> Decoder | None:
         if op.kind != "publish" or op.name == "publish-v5-props":
             return None
-        return _floor_v5 if op.level == 5 else _floor_v4
+        floor = _floor_v5 if op.level == 5 else _floor_v4
+        # Through an adapter lambda, as every codec is called, so that the ratios compare
+        # the decoders and not the call shapes (one Python frame, about 25 ns here).
+        return lambda data: floor(data)
 
     def view(self, kind: str, native: Any) -> tuple:
         return native + (None, None, None, ())
@@ -236,7 +239,8 @@ class StructFloor(Peer):
             return None
         p = op.packet()
         native = (p.topic, p.payload, p.qos, p.packet_id)
-        return (_floor_encode_v5 if op.level == 5 else _floor_encode_v4), native
+        floor = _floor_encode_v5 if op.level == 5 else _floor_encode_v4
+        return (lambda t: floor(t)), native  # an adapter lambda, as in decoder()
 
     def streamer(self, level: int) -> Streamer:
         decode = _floor_v5 if level == 5 else _floor_v4
