@@ -1,0 +1,39 @@
+"""Run one operation of the peer benchmarks N times, through its adapter: the workload for
+counting instructions per operation with callgrind (peers.md, "What the misses are made of").
+
+    cd benchmarks/costmodel
+    valgrind --tool=callgrind python peer_loop.py cython decode "puback v5" 20000
+    valgrind --tool=callgrind python peer_loop.py cython decode "puback v5" 0
+
+(total with N - total with 0) / N is the cost of one loop step: the adapter's call, the
+operation, and freeing the previous result.  Codecs: ``cython`` (mqttwire._speedups),
+``mqtt5``, and ``floor``: the adapter shape calling ``len()``, the least a loop step can
+cost (the operation and direction are then ignored).
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for peers.py
+
+import peers  # noqa: E402
+
+CODECS = {"cython": peers.MqttWire("mqttwire._speedups", "cython", False), "mqtt5": peers.Mqtt5()}
+
+
+def main(codec: str, direction: str, op_id: str, n: int) -> None:
+    if codec == "floor":
+        fn, arg = (lambda x: len(x)), b"abc"
+    else:
+        op = {o.id: o for o in peers.OPS}[op_id]
+        peer = CODECS[codec]
+        if direction == "decode":
+            fn, arg = peer.decoder(op), op.wire()
+        else:
+            fn, arg = peer.encoder(op)  # type: ignore[misc]
+    for _ in range(n):
+        fn(arg)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
