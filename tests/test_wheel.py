@@ -175,8 +175,14 @@ OTHER_PYTHONS = ["3.10", "3.13"]
 def _pyenv_python(version: str) -> Path | None:
     """pyenv's newest CPython `version`.x, or None."""
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    found = sorted(root.glob(f"versions/{version}.*/bin/python{version}"))
-    return found[-1] if found else None
+
+    def newness(path: Path) -> tuple[bool, int]:
+        # A final release before anything else (3.13.0rc1, 3.13t), then by micro version
+        # as a number: 3.10.13 is newer than 3.10.9.
+        micro = path.parents[1].name.removeprefix(f"{version}.")
+        return micro.isdigit(), int(micro) if micro.isdigit() else 0
+
+    return max(root.glob(f"versions/{version}.*/bin/python{version}"), key=newness, default=None)
 
 
 @pytest.mark.parametrize("version", OTHER_PYTHONS)
