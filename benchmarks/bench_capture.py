@@ -54,7 +54,6 @@ from typing import Any
 
 import pytest
 
-import mqttwire._speedups as speedups
 from mqttwire._constants import PACKET_NAMES
 from mqttwire.capture import MqttStreams, read_capture
 from mqttwire.capture.loop import _read_pure
@@ -125,8 +124,9 @@ def _tshark_command(tshark: str, path: Path) -> list[str]:
             "fields", "-E", "occurrence=a", *fields]
 
 
-def _record_counts(path: Path, codec: ModuleType) -> dict[str, int]:
-    """read_capture's records by packet type name (by kind for any other record)."""
+def _record_counts(path: Path, codec: ModuleType | None = None) -> dict[str, int]:
+    """read_capture's records by packet type name (by kind for any other record), with
+    ``codec`` or the one ``import mqttwire`` chose."""
     counts: dict[str, int] = {}
     for rec in read_capture(path, codec=codec):
         key = rec.packet_type if rec.kind == "packet" and rec.packet_type else rec.kind
@@ -147,7 +147,7 @@ def _check_tshark_agrees(tshark: str) -> None:
         for value in line.split("\t")[column].split(","):  # one per MQTT packet
             name = PACKET_NAMES[int(value)]
             seen[name] = seen.get(name, 0) + 1
-    ours = _record_counts(small.path, speedups)
+    ours = _record_counts(small.path)
     assert ours == {k: v for k, v in small.stats.items() if k.isupper()}
     assert seen == ours, f"tshark {seen}, read_capture {ours}"
 
@@ -210,7 +210,8 @@ def test_read_capture(benchmark: Any, codec: ModuleType, big_capture: Capture,
     _measured[request.node.callspec.id] = m
 
 
-def test_read_capture_pure_loop(benchmark: Any, big_capture: Capture) -> None:
+def test_read_capture_pure_loop(benchmark: Any, big_capture: Capture,
+                                speedups: ModuleType) -> None:
     """The Cython codec through the pure-Python capture loop (``_read_pure``), which
     read_capture used before the compiled loop: what the compiled loop gains."""
     benchmark.group = "capture: read_capture vs tshark"

@@ -19,7 +19,7 @@ import pytest
 
 from mqttwire import Properties, _pure
 
-# The v5 PUBLISH captured from a real broker (shared/seeds/README.md, article 002).
+# The v5 PUBLISH captured from a real broker (tests/vectors/README.md, "Provenance").
 SEED_V5_PUBLISH = bytes.fromhex(
     "30 31 00 07 72 65 71 75 65 73 74 10 02 00 00 01 2c 08 00 08"
     "72 65 73 70 6f 6e 73 65 54 68 69 73 20 69 73 20 61 20 51 6f"

@@ -1,5 +1,9 @@
 """Benchmark fixtures: every benchmark runs for the extension and the fallback in one run,
-so their ratio is measured under the same machine load."""
+so their ratio is measured under the same machine load.
+
+On a pure-Python install (no mqttwire._speedups built) the extension's benchmarks skip,
+with that reason, and the fallback's run: the suites work wherever mqttwire installs.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,13 @@ import importlib
 from types import ModuleType
 
 import pytest
+
+
+def _speedups() -> ModuleType:
+    try:
+        return importlib.import_module("mqttwire._speedups")
+    except ImportError as exc:
+        pytest.skip(f"mqttwire._speedups is not built (a pure-Python install): {exc}")
 
 
 @pytest.fixture(
@@ -17,4 +28,12 @@ import pytest
     ],
 )
 def codec(request: pytest.FixtureRequest) -> ModuleType:
+    if request.param == "mqttwire._speedups":
+        return _speedups()
     return importlib.import_module(request.param)
+
+
+@pytest.fixture(scope="session")
+def speedups() -> ModuleType:
+    """The extension module, for benchmarks that only make sense with it."""
+    return _speedups()

@@ -182,7 +182,8 @@ cdef inline void _shift(object exc, Py_ssize_t delta):
 
 
 # ---------------------------------------------------------------------------------------
-# Packet classes: twins of _pure's (see STYLE.md for why they are cdef classes).
+# Packet classes: twins of _pure's.  cdef classes, so that decoding fills C-level slots
+# directly (no instance dict, no attribute lookups) and packets can sit on a freelist.
 
 
 cdef class _PacketBase:

@@ -8,23 +8,23 @@ section() {
     printf '\n==== %s ====\n' "$*"
 }
 
-# ensure_venv: create .venv with $PYTHON (default python3) unless a working one is there,
-# and bring its pip to a version that knows build constraints (pip >= 25.3; see below).
-# Sets VENV_PY to the venv's interpreter.
+# ensure_venv [DIR]: create the virtualenv DIR (default .venv) with $PYTHON (default
+# python3) unless a working one is there, and bring its pip to a version that knows build
+# constraints (pip >= 25.3; see below).  Sets VENV_PY to the venv's interpreter.
 ensure_venv() {
-    local python=${PYTHON:-python3}
-    if [ -x .venv/bin/python ] && .venv/bin/python -c 'import sys' 2>/dev/null; then
-        echo "reusing .venv ($(.venv/bin/python --version))"
+    local python=${PYTHON:-python3} dir=${1:-.venv}
+    if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c 'import sys' 2>/dev/null; then
+        echo "reusing $dir ($("$dir/bin/python" --version))"
     else
         if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
             echo "error: $python is not Python 3.10 or newer (set PYTHON=...)" >&2
             return 1
         fi
-        echo "creating .venv with $("$python" --version)"
-        rm -rf .venv
-        "$python" -m venv .venv
+        echo "creating $dir with $("$python" --version)"
+        rm -rf "$dir"
+        "$python" -m venv "$dir"
     fi
-    VENV_PY=$PWD/.venv/bin/python
+    VENV_PY=$PWD/$dir/bin/python
     "$VENV_PY" -m pip install --quiet --upgrade 'pip>=25.3'
 }
 

@@ -2,21 +2,25 @@
 # The project's test command (README Quickstart): bash scripts/test.sh
 #
 # Works on a fresh clone of a Debian machine, and is what CI runs (.ci/run):
-#   1. installs the system tools the interop and capture tests use, when missing (apt-get);
+#   1. installs what the suite needs from the system when missing (apt-get, as root):
+#      mosquitto, mosquitto-clients, tcpdump, tshark, and Java for Spark;
 #   2. creates the virtualenv .venv (reused when present) and installs mqttwire into it,
 #      editable, with the test and spark extras: this compiles the Cython extensions in place;
 #   3. runs the whole pytest suite from the repository root: every codec test runs against
 #      both mqttwire._speedups and mqttwire._pure, and tests/test_wheel.py builds the sdist
-#      and the wheel and runs the release test-command against the installed wheel;
-#   4. runs the suite again with MQTTWIRE_PURE_PYTHON=1, so the selector's fallback is what
-#      `import mqttwire` gives (the guard test checks IMPLEMENTATION in both passes).
-# It exits non-zero if anything fails, and also if a pytest pass ran no test.
+#      and the wheels and runs the release test-command against each installed wheel;
+#   4. builds the pure-Python wheel (MQTTWIRE_PURE_PYTHON=1: no extension at all, as on a
+#      machine without a compiler), installs it into a second virtualenv, .pure/venv, and
+#      runs the suite again against it, from a directory outside the source tree
+#      (--no-c-extensions deselects the extension's tests), then the benchmarks once each.
+# It exits non-zero if anything fails, and also if a pytest pass ran no test.  Under CI
+# (CI=true) a skipped test fails too, unless it is one of the expected skips listed in
+# conftest.py (EXPECTED_SKIPS) and the README.
 #
-# With MQTTWIRE_PURE_PYTHON set by the caller, the build leaves the extensions out on
-# purpose (as on a machine without a compiler), and a single pass runs with
-# --no-c-extensions and without the wheel test, which builds the extensions.
+# With MQTTWIRE_PURE_PYTHON set by the caller, only step 1 and step 4 run: nothing is
+# compiled.
 #
-# Environment: PYTHON, the interpreter for a new .venv (default python3).
+# Environment: PYTHON, the interpreter for new virtualenvs (default python3).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,21 +28,25 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/_venv.sh
 
 started=$SECONDS
+pure=${MQTTWIRE_PURE_PYTHON:-}
 
-section "System tools: mosquitto, mosquitto-clients, tcpdump, tshark"
-# mosquitto and tcpdump live in /usr/sbin, which is not on every user's PATH.
-have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+section "System tools: mosquitto, mosquitto-clients, tcpdump, tshark, Java"
+# Looked up on PATH only, as the tests look them up (shutil.which): a tool that is
+# installed but not on PATH (mosquitto and tcpdump live in /usr/sbin) is reported here and
+# makes its tests fail under CI, rather than being found here and missed there.
 missing=()
-have mosquitto || missing+=(mosquitto)
-have mosquitto_pub || missing+=(mosquitto-clients)
-have tcpdump || missing+=(tcpdump)
-have tshark || missing+=(tshark)
+for tool in mosquitto:mosquitto mosquitto_pub:mosquitto-clients tcpdump:tcpdump \
+    tshark:tshark java:openjdk-17-jre-headless; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+done
 if [ ${#missing[@]} -eq 0 ]; then
-    echo "all present"
+    echo "all on PATH"
 elif [ "$(id -u)" -ne 0 ]; then
-    echo "not root, so no apt-get; missing: ${missing[*]} (the tests that use them may fail)"
+    echo "not root, so no apt-get; missing: ${missing[*]} (the tests that use them will skip," \
+        "and fail under CI)"
 elif ! command -v apt-get >/dev/null 2>&1; then
-    echo "no apt-get here; missing: ${missing[*]} (the tests that use them may fail)"
+    echo "no apt-get here; missing: ${missing[*]} (the tests that use them will skip," \
+        "and fail under CI)"
 else
     echo "installing: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -47,28 +55,19 @@ else
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+for tool in mosquitto mosquitto_pub tcpdump tshark java; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        where=$(ls /usr/sbin/"$tool" /sbin/"$tool" 2>/dev/null | head -n 1 || true)
+        echo "warning: $tool is not on PATH${where:+ (it is at $where: add its directory to PATH)}"
+    fi
+done
 
-section "Virtualenv .venv"
-ensure_venv
-
-pure=${MQTTWIRE_PURE_PYTHON:-}
-section "Install mqttwire (editable, test and spark extras)${pure:+, pure Python on purpose}"
-# The spark extra brings pyspark (about 490 MB): installed once per .venv, later runs
-# only check it.  The Spark tests also need Java 17, which this script does not install.
-install_editable test,spark
-# Fail here, with a clear message, rather than with every Cython test failing one by one.
-if [ -z "$pure" ]; then
-    "$VENV_PY" -c '
-import mqttwire, mqttwire._speedups as ext
-assert mqttwire.IMPLEMENTATION == "cython", mqttwire.IMPLEMENTATION
-print("extension built in place:", ext.__file__)'
-fi
-
-# run_pytest ARGS...: one pytest pass from the repository root; pytest's exit code 5 (no
-# test collected) counts as a failure, since a pass that ran nothing proves nothing.
+# run_pytest PYTHON ARGS...: one pytest pass; pytest's exit code 5 (no test collected)
+# counts as a failure, since a pass that ran nothing proves nothing.
 run_pytest() {
-    local rc=0
-    "$VENV_PY" -m pytest -p no:cacheprovider "$@" || rc=$?
+    local python=$1 rc=0
+    shift
+    "$python" -m pytest -p no:cacheprovider "$@" || rc=$?
     if [ "$rc" -eq 5 ]; then
         echo "FAILED: pytest ran no test (exit code 5)" >&2
         return 1
@@ -78,20 +77,73 @@ run_pytest() {
 
 failed=0
 if [ -z "$pure" ]; then
-    section "pytest: the whole suite, both implementations"
-    run_pytest || failed=1
+    section "Virtualenv .venv"
+    ensure_venv .venv
 
-    section "pytest: again with MQTTWIRE_PURE_PYTHON=1 (the selector's fallback)"
-    # Here `import mqttwire` gives _pure, so the tests that use the package's top-level
-    # names (not the `codec` fixture) run against the fallback too; the Cython items ran
-    # above.  The whole suite, since it is cheap (about 50 s of a 6-minute run), less the
-    # wheel test (packaging: one wheel build per run) and Spark (slow to start, and its
-    # codec use is covered by the fixture-driven tests).
-    MQTTWIRE_PURE_PYTHON=1 run_pytest --no-c-extensions -m "not packaging and not spark" || failed=1
-else
-    section "pytest: the whole suite, pure Python only (--no-c-extensions)"
-    run_pytest --no-c-extensions -m "not packaging" || failed=1
+    section "Install mqttwire (editable, test and spark extras)"
+    # The spark extra brings pyspark (about 490 MB): installed once per .venv, later runs
+    # only check it.
+    install_editable test,spark
+    # Fail here, with a clear message, rather than with every Cython test failing one by one.
+    "$VENV_PY" -c '
+import mqttwire, mqttwire._speedups as ext
+assert mqttwire.IMPLEMENTATION == "cython", mqttwire.IMPLEMENTATION
+print("extension built in place:", ext.__file__)'
+
+    section "pytest: the whole suite, both implementations"
+    run_pytest "$VENV_PY" || failed=1
 fi
+
+section "Pure-Python wheel (no extension) in a second virtualenv, .pure/venv"
+# Built from a copy of the sources without any build product, so that no compiled module
+# left in the tree (the editable install puts them there) can reach the wheel.
+rm -rf .pure/src .pure/dist .pure/run
+mkdir -p .pure
+python3 - <<'EOF'
+import shutil
+shutil.copytree(".", ".pure/src", ignore=shutil.ignore_patterns(
+    ".git", ".venv", ".pure", "build", "dist", "out", "*.egg-info", "__pycache__",
+    ".hypothesis", ".benchmarks", "*.so", "*.pyd", "*.c", "*.html"))
+EOF
+ensure_venv .pure/venv
+PIP_BUILD_CONSTRAINT=$PWD/requirements/cython.txt MQTTWIRE_PURE_PYTHON=1 \
+    "$VENV_PY" -m pip wheel --quiet --no-deps --wheel-dir .pure/dist ./.pure/src
+wheel=$(ls .pure/dist/mqttwire-*.whl)
+"$VENV_PY" - "$wheel" <<'EOF'
+import sys, zipfile
+wheel = sys.argv[1]
+assert wheel.endswith("-py3-none-any.whl"), f"not a pure wheel: {wheel}"
+compiled = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith((".so", ".pyd"))]
+assert not compiled, f"the pure wheel holds compiled modules: {compiled}"
+print("pure wheel:", wheel)
+EOF
+# The wheel's dependencies and the test, spark and bench extras (pip's cache makes a
+# second pyspark install cheap); --force-reinstall of mqttwire alone, for a changed tree.
+"$VENV_PY" -m pip install --quiet "$wheel[test,spark,bench]"
+"$VENV_PY" -m pip install --quiet --no-deps --force-reinstall "$wheel"
+# Run outside the source tree, from a copy of what the tests read, so that `import
+# mqttwire` can only be the installed pure wheel.
+mkdir .pure/run
+cp -r tests examples benchmarks README.md pyproject.toml conftest.py .pure/run/
+(
+    cd .pure/run
+    "$VENV_PY" -c '
+import importlib.util, mqttwire
+assert mqttwire.IMPLEMENTATION == "python", mqttwire.IMPLEMENTATION
+assert importlib.util.find_spec("mqttwire._speedups") is None, "an extension is installed"
+print("import mqttwire:", mqttwire.__file__, "(pure)")'
+
+    section "pytest: the whole suite against the pure wheel (--no-c-extensions)"
+    # packaging: tests/test_wheel.py builds the extension wheels; the pass above ran it.
+    run_pytest "$VENV_PY" --no-c-extensions -m "not packaging" || exit 1
+
+    section "pytest benchmarks/: each benchmark once, without the extension"
+    # --benchmark-disable runs each benchmark body once, untimed: proof that the suites
+    # run on a pure install (the extension's benchmarks skip, as expected).  The capture
+    # benchmark on a 1 MB capture; the peer codecs are not installed here.
+    MQTTWIRE_BENCH_CAPTURE_MB=1 run_pytest "$VENV_PY" benchmarks --benchmark-disable -q \
+        -m "not spark" -k "not peers" || exit 1
+) || failed=1
 
 section "Done in $((SECONDS - started)) s"
 if [ "$failed" -ne 0 ]; then

@@ -1,7 +1,7 @@
 """The two implementations expose the same API: names, signatures, fields, reprs.
 
-Packets are cdef classes in the extension and plain classes in the fallback (STYLE.md
-explains why), so nothing but this test keeps their surfaces equal.
+Packets are cdef classes in the extension (C-level slots, freelists) and plain classes in
+the fallback, so nothing but this test keeps their surfaces equal.
 """
 
 from __future__ import annotations

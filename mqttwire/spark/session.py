@@ -1,6 +1,6 @@
 """Starting Spark for the pipeline: the Java check, the environment, the session.
 
-Facts behind the settings (measured on the project's machines, see PIPELINE-NOTES.md):
+Facts behind the settings (measured on the project's machines; docs/cluster.md):
 Python workers start whatever ``python3`` is on PATH unless PYSPARK_PYTHON names the
 interpreter that has mqttwire and pyarrow; and a host whose name resolves to 127.0.0.1
 makes Spark pick another interface's address unless the driver is pinned to loopback.

@@ -110,7 +110,8 @@ def test_live_capture_matches_what_was_sent(codec: ModuleType, live: tuple[Path,
 def _tshark(path: Path, port: int) -> list[tuple[int, list[str]]]:
     """(message type, topics) of every MQTT packet tshark dissects, in wire order."""
     # -T pdml keeps each packet's fields together (-T fields can misalign columns when
-    # one frame carries several MQTT packets: PIPELINE-NOTES.md).
+    # one frame carries several MQTT packets, since each field's column then lists the
+    # values of all of them).
     out = subprocess.run(["tshark", "-r", str(path), "-d", f"tcp.port=={port},mqtt",
                           "-T", "pdml"], capture_output=True, check=True, timeout=120).stdout
     found = []

@@ -63,7 +63,8 @@ STREAM_LIMITS = (None, 2, 5, 16, 64, 128, 300, 1024)
 
 # ---------------------------------------------------------------------------------------
 # Outcomes: what a call made of the input, comparable across the implementations.
-# Packets of the two implementations compare equal when their fields do (DESIGN.md).
+# Packets of the two implementations compare equal when their fields do (the twins'
+# __eq__ compares fields, not classes).
 
 
 def error_outcome(exc: MQTTWireError) -> tuple[Any, ...]:

@@ -3,7 +3,8 @@
 client, paho-mqtt clients, and the Mosquitto command-line clients.
 
 Every server is started by the test that needs it and stopped after it; every wait is
-bounded.  Missing Mosquitto software skips the tests that need it, with the reason.
+bounded.  Missing Mosquitto software skips the tests that need it, with the reason (under
+CI that skip is a failure: the repository's conftest.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Fixtures of the pipeline tests: the synthetic captures, and one local Spark run of the
 pipeline over them (shared by every test that reads its tables, to keep Spark time down).
 
-Tests marked ``spark`` are skipped, with the reason, only when there is no Java.
+Tests marked ``spark`` are skipped, with the reason, only when there is no Java (under CI
+that skip is a failure: the repository's conftest.py).
 """
 
 from __future__ import annotations
