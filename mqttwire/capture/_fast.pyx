@@ -20,7 +20,7 @@ state.
 
 Slots are reached through their member descriptors' offsets (taken at import, with the
 descriptors' kinds checked), which is what the descriptors themselves do, without their
-attribute look-up; a :class:`Record` is allocated by its type and its 32 slots filled
+attribute look-up; a :class:`Record` is allocated by its type and its 33 slots filled
 directly, the same values its ``__init__`` would store.  The import fails (and
 read_capture falls back to the pure loop) if any of these classes is not as expected.
 """
@@ -152,6 +152,7 @@ cdef Py_ssize_t D_ALIASES = _offset(_Direction, "aliases")
 cdef Py_ssize_t M_ID = _offset(_Connection, "id")
 cdef Py_ssize_t M_CLIENT_ID = _offset(_Connection, "client_id")
 cdef Py_ssize_t M_VERSION = _offset(_Connection, "version")
+cdef Py_ssize_t M_VERSION_SOURCE = _offset(_Connection, "version_source")
 
 # Record: its fields, in order, with their defaults.
 cdef enum:
@@ -160,8 +161,8 @@ cdef enum:
     F_DST_IP, F_DST_PORT, F_STREAM_OFFSET, F_LENGTH, F_CLIENT_ID, F_PROTOCOL_VERSION,
     F_PACKET_TYPE, F_FLAGS, F_QOS, F_RETAIN, F_DUP, F_PACKET_ID, F_TOPIC, F_TOPIC_FROM_ALIAS,
     F_TOPIC_FILTERS, F_PAYLOAD_LENGTH, F_PAYLOAD, F_REASON_CODE, F_REASON_CODES,
-    F_PROPERTIES, F_PACKET, F_ERROR, F_ERROR_OFFSET, F_END_REASON
-    NFIELDS  # 32
+    F_PROPERTIES, F_PACKET, F_ERROR, F_ERROR_OFFSET, F_END_REASON, F_VERSION_SOURCE
+    NFIELDS  # 33
 
 _RECORD_FIELDS = (
     "kind", "capture", "ts", "frame", "connection_id", "direction", "src_ip", "src_port",
@@ -169,6 +170,7 @@ _RECORD_FIELDS = (
     "packet_type", "flags", "qos", "retain", "dup", "packet_id", "topic",
     "topic_from_alias", "topic_filters", "payload_length", "payload", "reason_code",
     "reason_codes", "properties", "packet", "error", "error_offset", "end_reason",
+    "version_source",
 )
 
 
@@ -383,7 +385,7 @@ cdef class FastReader:
     """Iterate over the records of a capture, as ``_read_pure(f, handler)`` does."""
 
     cdef object f, handler, reassembler, streams, out, src, ng, view, buf
-    cdef object capture, payload_limit, assumed_version
+    cdef object capture, payload_limit
     cdef int state
     cdef Py_ssize_t out_pos
     # the chunk being read: buf (bytes) as p[0:n], base its file offset, pos the reader's
@@ -422,7 +424,6 @@ cdef class FastReader:
         self.out = handler.out
         self.capture = handler.capture
         self.payload_limit = handler.payload_limit
-        self.assumed_version = handler.version
         self.ts = 0
         self.state = ST_START
 
@@ -815,7 +816,9 @@ cdef class FastReader:
             packets = (<object>_get(direction, D_DEC)).feed(data)
         except MQTTWireError as exc:
             self._sync_frame()
-            direction._failed(exc, self._framed(count), self.ts)
+            rest = direction._failed(exc, self._framed(count), self.ts, offset, data)
+            if rest is not None:  # decoding resumes after a bad packet, in this segment
+                direction._decode(rest[0], rest[1], self.ts)
             return 0
         if PyList_GET_SIZE(packets) != count:
             self._sync_frame()
@@ -835,7 +838,7 @@ cdef class FastReader:
         # Python objects all (Cython would infer C types for some): v points at them.
         cdef object conn, tcp_stream, ts, frame, limit, client_id, version, packet, offset
         cdef object length, flags, payload, qos, retain, dup, packet_id, payload_length
-        cdef object cut, props, topic, alias, aliases, reason_code
+        cdef object cut, props, topic, alias, aliases, reason_code, source
         conn = <object>_get(direction, D_CONN)
         ts = self.ts
         frame = self.index
@@ -852,7 +855,9 @@ cdef class FastReader:
         v[F_SRC_PORT] = _get(tcp_stream, S_SPORT)
         v[F_DST_PORT] = _get(tcp_stream, S_DPORT)
         client_id = <object>_get(conn, M_CLIENT_ID)
-        version = <object>_get(conn, M_VERSION) or self.assumed_version
+        version = <object>_get(conn, M_VERSION)
+        source = <object>_get(conn, M_VERSION_SOURCE)
+        v[F_VERSION_SOURCE] = <PyObject*>source
         for i in range(count):
             packet = <object>PyList_GET_ITEM(packets, i)
             b0 = self.fr_b0[i]
@@ -861,7 +866,9 @@ cdef class FastReader:
                 self._sync_frame()
                 direction._packets([packet], [(self.fr_start[i], b0, self.fr_size[i])], ts)
                 client_id = <object>_get(conn, M_CLIENT_ID)
-                version = <object>_get(conn, M_VERSION) or self.assumed_version
+                version = <object>_get(conn, M_VERSION)
+                source = <object>_get(conn, M_VERSION_SOURCE)
+                v[F_VERSION_SOURCE] = <PyObject*>source
                 continue
             offset = PyLong_FromLongLong(self.fr_start[i])
             length = PyLong_FromLongLong(self.fr_size[i])

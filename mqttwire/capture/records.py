@@ -10,19 +10,39 @@ direction, sorted by ``stream_offset``, tile the stream without holes or overlap
 Records of kind "end" (made only on request, see :class:`MqttStreams`) cover no bytes: each
 marks where a direction ended, after all of its other records.
 
-Resynchronisation (what happens after lost bytes): a direction that lost bytes, or whose
-start is not in the capture, does not guess where the next packet starts.  It resumes only
-at the start of a later TCP segment (senders write MQTT packets with one send() each, so
-segment starts are the likely packet starts) whose bytes hold a plausible fixed header
-(a packet type the level has, the flags the specification fixes for it, a minimal
-Remaining Length) and a packet that decodes completely there.  Until then the bytes are
-accounted as skipped, in an error record.  Without a known protocol level (no CONNECT
-seen, none assumed) only a CONNECT is trusted, and only from the client.
+Where decoding starts.  A direction whose start is in the capture (after a SYN) is
+decoded from its first byte: the client's with a decoder that learns the level from the
+CONNECT [MQTT-3.1.0-1], the server's at the connection's level.  A direction whose start
+is not in the capture (a connection that was running when the capture began), or whose
+level is not known, is held in a window (up to :data:`WINDOW` bytes, or until a gap or
+its end) and then:
 
-After a decoding *error* there is no resynchronisation: the error record covers the bad
-packet and what had arrived with it, and everything after it in that direction, up to
-the next gap or the end, goes into one more error record, since bytes that break the
-framing cannot be trusted to end where they claim.
+- its first packet boundary is the first offset from which packets frame consistently to
+  the end of the window and nearly all of them decode (the first one must): the bytes
+  before it become one error record, "skipped: the capture began inside a packet";
+- if no CONNECT gave the connection's level (and none was assumed), the level is
+  inferred from both directions' windows: framed under 3.1.1 and under 5.0, the level
+  that skips fewer bytes and meets fewer bad packets wins (a CONNACK settles it: its
+  Remaining Length is 2 at 3.x only).  On a tie, 5.0 if a PUBLISH was seen (a 3.x
+  payload rarely parses as a 5.0 property block, while 5.0 bytes always frame as 3.x),
+  else 3.1.1, the level most deployments run, marked "default" in ``version_source``.
+
+A bad packet inside valid framing costs only itself: when its fixed header and Remaining
+Length are valid (and it is at most ``resync_limit`` bytes), it becomes one error record
+(with its packet type, the error, the rule and the offset), and decoding resumes at the
+next packet with a new decoder, the connection's level and topic aliases kept.  (A
+broker must close such a connection; an analyser of a capture should show what follows.
+The codec's StreamDecoder keeps its "failed stays failed" contract: the leniency is
+here.)
+
+Resynchronisation (when the framing itself is lost: lost bytes, an invalid Remaining
+Length, a bad packet longer than ``resync_limit``): the direction does not guess where the
+next packet starts.  It resumes only at the start of a later TCP segment (senders write
+MQTT packets with one send() each, so segment starts are the likely packet starts) whose
+bytes hold a plausible fixed header (a packet type the level has, the flags the
+specification fixes for it, a minimal Remaining Length) and a packet that decodes
+completely there.  Until then the bytes are accounted as skipped, in an error record that
+says why.  Without a known level, lost bytes send the direction back to a window instead.
 """
 
 from __future__ import annotations
@@ -71,10 +91,13 @@ class Record:
             an end).
         client_id: the connection's client identifier, from its CONNECT (None until a
             CONNECT was seen).
-        protocol_version: the connection's protocol level (3, 4 or 5), from its CONNECT
-            or assumed (see ``read_capture``'s ``version``).
-        packet_type: the packet type's upper-case name ("PUBLISH"), None for non-packets.
-        flags: the low nibble of the packet's first byte.
+        protocol_version: the connection's protocol level (3, 4 or 5), from its CONNECT,
+            assumed (see ``read_capture``'s ``version``) or inferred from its traffic
+            (see ``version_source``); None while it is not known.
+        packet_type: the packet type's upper-case name ("PUBLISH"); for an error record
+            of one bad packet (whose framing was valid), the type its first byte names
+            ("RESERVED" for type 0); None for other records.
+        flags: the low nibble of the packet's first byte (as packet_type).
         qos, retain, dup: the PUBLISH flags (None for other packets).
         packet_id: the Packet Identifier, where the packet has one.
         topic: a PUBLISH's topic name; for a v5 PUBLISH that uses a Topic Alias with an
@@ -98,6 +121,11 @@ class Record:
             once every byte before it had arrived), "rst" (a RST from either side ends
             both directions) or "eof" (still open when the capture ended, or when a new
             SYN reused its addresses and ports).
+        version_source: how ``protocol_version`` was known: "connect" (the connection's
+            CONNECT), "option" (assumed: ``read_capture``'s ``version``), "inferred"
+            (from the traffic of a connection without a usable CONNECT in the capture),
+            "default" (no CONNECT, and the traffic fits 3.1.1 and 5.0 alike, as PINGs
+            do: 3.1.1 is used); None while the level is not known.
     """
 
     kind: str
@@ -132,6 +160,7 @@ class Record:
     error: str | None = None
     error_offset: int | None = None
     end_reason: str | None = None
+    version_source: str | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -198,7 +227,78 @@ def looks_like_connect(data: Any) -> bool | None:
 # ---------------------------------------------------------------------------------------
 # One direction of an MQTT connection
 
-_NEW, _DECODING, _BROKEN, _RESYNC, _ENDED = range(5)
+def connect_level(head: bytes) -> int | None:
+    """The protocol level byte of the CONNECT that ``head`` begins with, if it is one this
+    codec knows (3, 4 or 5) and ``head`` holds it; else None."""
+    if looks_like_connect(head):
+        header = _fixed_header(head[:5])
+        if header:
+            pos = header[0]
+            level = head[pos + 6] if head[pos + 2 : pos + 6] == b"MQTT" else head[pos + 8]
+            return level
+    return None
+
+
+def _chain(buf: bytes, start: int, level: int, codec: ModuleType,
+           limit: int) -> tuple[int, int, int] | None:
+    """Frame ``buf`` from ``start`` to its end at ``level``: (packets that decode, packets
+    that do not, PUBLISH packets among the first), or None when the framing breaks (an
+    invalid or oversized Remaining Length) or the first packet does not decode.  A last
+    packet cut by the end of ``buf`` is not counted."""
+    n = len(buf)
+    pos = start
+    good = bad = publishes = 0
+    while pos < n:
+        header = _fixed_header(buf, pos)
+        if header is None:
+            break  # cut by the end of the window
+        if header is False:
+            return None
+        size = header[0] + header[1]
+        if size > limit:
+            return None
+        if pos + size > n:
+            break
+        b0 = buf[pos]
+        ok = _plausible_first_byte(b0, level)
+        if ok:
+            try:
+                codec.decode_from(buf, pos, version=level)
+            except MQTTWireError:
+                ok = False
+        if ok:
+            good += 1
+            publishes += b0 >> 4 == 3
+        elif not good:
+            return None
+        else:
+            bad += 1
+        pos += size
+    return good, bad, publishes
+
+
+def first_boundary(buf: bytes, level: int, codec: ModuleType,
+                   limit: int) -> tuple[int, int, int] | None:
+    """Where the first packet starts in ``buf``, a window of a stream whose start is
+    unknown, at ``level``: the first offset from which packets frame consistently to the
+    end of ``buf``, with at least one packet and at most one bad packet in five.  Returns
+    (offset, bad packets, PUBLISH packets), or None if no offset qualifies."""
+    for start in range(len(buf)):
+        if not _plausible_first_byte(buf[start], level):
+            continue
+        found = _chain(buf, start, level, codec, limit)
+        if found is not None and found[0] and found[1] * 4 <= found[0]:
+            return start, found[1], found[2]
+    return None
+
+
+#: How many bytes of a direction are held before its first packet boundary (and, without
+#: a CONNECT, its level) is looked for; a gap or the direction's end decides sooner.
+WINDOW = 1 << 16
+
+_NEW, _DECODING, _SKIP, _RESYNC, _WINDOW, _ENDED = range(6)
+
+_INSIDE = "skipped: the capture began inside a packet"
 
 
 class _Direction:
@@ -215,16 +315,22 @@ class _Direction:
         "end",
         "first",
         "hdr",
+        "head",
         "mode",
         "name",
         "owner",
+        "pending",
         "rbase",
         "rbuf",
         "remaining",
+        "segs",
         "src_ip",
         "start",
         "stream",
         "unframed",
+        "wbase",
+        "why",
+        "wsize",
     )
 
     def __init__(self, owner: MqttStreams, conn: _Connection, stream: TcpStream,
@@ -244,11 +350,17 @@ class _Direction:
         self.hdr = b""  # the part of its fixed header seen so far, if cut by a segment
         self.unframed = False  # a Remaining Length was invalid: framing stopped
         self.end = 0  # stream offset after the last byte received
+        self.head = b""  # the stream's first bytes, when its start is in the capture
         self.aliases: dict[int, str] = {}  # Topic Alias -> topic (MQTT 5.0 §3.3.2.3.4)
-        self.bad_from = 0  # BROKEN / RESYNC: start of the bytes not decoded yet
+        self.pending: tuple[str, int | None, int | None] | None = None  # SKIP: the error
+        self.why = ""  # RESYNC, WINDOW: why bytes are skipped, for the error record
+        self.bad_from = 0  # RESYNC: start of the bytes not decoded yet
         self.rbuf = bytearray()  # RESYNC: bytes from the first candidate boundary on
         self.rbase = 0  # stream offset of rbuf[0]
         self.cands: list[int] = []  # RESYNC: candidate packet starts (segment starts)
+        self.wbase = 0  # WINDOW: stream offset of the first byte held
+        self.segs: list[tuple[int, bytes, int, int, bool]] = []  # WINDOW: the segments
+        self.wsize = 0  # WINDOW: bytes held
 
     # -- records ------------------------------------------------------------------------
 
@@ -258,7 +370,7 @@ class _Direction:
         rec = Record(
             kind, self.owner.capture, ts, self.owner.frame, conn.id, self.name,
             self.src_ip, stream.sport, self.dst_ip, stream.dport, offset, length,
-            conn.client_id, conn.version or self.owner.version, **fields,
+            conn.client_id, conn.version, version_source=conn.version_source, **fields,
         )
         self.owner.out.append(rec)
         return rec
@@ -274,13 +386,19 @@ class _Direction:
         limit = owner.payload_limit
         out = owner.out
         conn = self.conn
-        version = conn.version or owner.version
+        version = conn.version
+        source = conn.version_source
         for packet, (start, b0, size) in zip(packets, framed):
             ptype = b0 >> 4
+            if ptype == 1:  # CONNECT: the connection's level and client from here on
+                conn.client_id = packet.client_id
+                conn.version = version = packet.protocol_version
+                conn.version_source = source = "connect"
             rec = Record(
                 "packet", owner.capture, ts, owner.frame, conn.id, self.name, self.src_ip,
                 self.stream.sport, self.dst_ip, self.stream.dport, start, size,
                 conn.client_id, version, PACKET_NAMES[ptype], b0 & 0x0F,
+                version_source=source,
             )
             rec.packet = packet
             if ptype == 3:  # PUBLISH
@@ -308,8 +426,6 @@ class _Direction:
                 rec.reason_code = packet.reason_code
                 rec.properties = packet.properties
             elif ptype == 1:  # CONNECT
-                conn.client_id = rec.client_id = packet.client_id
-                conn.version = version = rec.protocol_version = packet.protocol_version
                 rec.properties = packet.properties
             elif ptype == 9 or ptype == 11:  # SUBACK, UNSUBACK
                 rec.packet_id = packet.packet_id
@@ -332,16 +448,20 @@ class _Direction:
 
     # -- stream events ------------------------------------------------------------------
 
-    def _begin(self, offset: int) -> None:
+    def _begin(self, offset: int, data: Any) -> None:
         """Choose how to start: decode from here if this is the stream's true start and
-        the protocol level is known (or learnable from CONNECT), else look for a trusted
-        packet boundary."""
-        version = self.conn.version or self.owner.version
-        if self.stream.synced and offset == 0 and (self.name == "c2s" or version):
-            self._decode_from(0, version if self.name == "s2c" else None)
+        the level is known, or learnable from the CONNECT; else hold a window."""
+        version = self.conn.version
+        if self.stream.synced and offset == 0:
+            self.head = bytes(data[:16])
+            if self.name == "c2s":
+                self._decode_from(0, None)  # the first packet must be CONNECT
+            elif version:
+                self._decode_from(0, version)
+            else:  # the client's CONNECT did not give a level: infer it
+                self._window(0, "skipped: bytes before the first packet that decodes")
         else:
-            self.mode = _RESYNC
-            self.bad_from = offset
+            self._window(offset, _INSIDE)
 
     def _decode_from(self, offset: int, version: int | None) -> None:
         self.mode = _DECODING
@@ -353,32 +473,39 @@ class _Direction:
 
     def data(self, offset: int, data: Any, ts: int, boundary: bool) -> None:
         if self.mode == _NEW:
-            self._begin(offset)
+            self._begin(offset, data)
         self.end = offset + len(data)
         mode = self.mode
         if mode == _DECODING:
             self._decode(offset, data, ts)
+        elif mode == _SKIP:
+            self._skip(offset, data, ts)
         elif mode == _RESYNC:
             self._resync(offset, data, ts, boundary)
+        elif mode == _WINDOW:
+            self.segs.append((offset, bytes(data), ts, self.owner.frame, boundary))
+            self.wsize += len(data)
+            if self.wsize >= WINDOW:
+                self._settle()
 
     def gap(self, offset: int, length: int, ts: int) -> None:
-        if self.mode == _NEW:
-            self.bad_from = offset
-        else:
+        if self.mode == _WINDOW:
+            self._settle()  # with what came before the gap
+        if self.mode != _NEW:
             self._flush(offset, ts, "cut short by lost bytes (a gap in the capture)")
         self._record("gap", ts, offset, length, error="bytes missing from the capture")
         self.end = offset + length
-        self.mode = _RESYNC
-        self.bad_from = self.end
-        self.rbuf = bytearray()
-        self.cands = []
+        self._lost(self.end, "lost bytes")
 
     def ended(self, ts: int, reason: str) -> None:
+        if self.mode == _WINDOW:
+            self._settle()
         if self.mode != _NEW:
             self._flush(self.end, ts, f"cut short by the end of the stream ({reason})")
         self.mode = _ENDED
         self.rbuf = bytearray()
         self.cands = []
+        self.segs = []
         if self.owner.stream_ends:
             # After the flush above, so that the end follows the direction's last bytes.
             self._record("end", ts, self.end, 0, end_reason=reason)
@@ -388,13 +515,24 @@ class _Direction:
         mode = self.mode
         if mode == _DECODING:
             self._not_decoded(ts, self.start, end, f"incomplete packet: {why}")
-        elif mode == _BROKEN:
-            self._not_decoded(ts, self.bad_from, end,
-                              "not decoded: follows a decoding error in this direction")
+        elif mode == _SKIP:
+            error, code, where = self.pending  # type: ignore[misc]  # set in SKIP
+            self._bad(ts, self.start, end - self.start, error, code, where)
         elif mode == _RESYNC:
-            self._not_decoded(ts, self.bad_from, end,
-                              "skipped: no trusted packet boundary after lost or "
-                              "missing bytes")
+            self._not_decoded(ts, self.bad_from, end, self.why)
+
+    def _lost(self, at: int, why: str) -> None:
+        """The framing is lost before stream offset ``at``: find it again from there."""
+        self.dec = None
+        self.pending = None
+        if self.conn.version is None:
+            self._window(at, f"skipped: no trusted packet boundary after {why}")
+            return
+        self.mode = _RESYNC
+        self.why = f"skipped: no trusted packet boundary after {why}"
+        self.bad_from = at
+        self.rbuf = bytearray()
+        self.cands = []
 
     # -- decoding -----------------------------------------------------------------------
 
@@ -445,25 +583,89 @@ class _Direction:
         return framed
 
     def _decode(self, offset: int, data: Any, ts: int) -> None:
-        framed = [] if self.unframed else self._frame(offset, data)
-        try:
-            packets = self.dec.feed(data)
-        except MQTTWireError as exc:
-            self._failed(exc, framed, ts)
+        while True:
+            framed = [] if self.unframed else self._frame(offset, data)
+            try:
+                packets = self.dec.feed(data)
+            except MQTTWireError as exc:
+                rest = self._failed(exc, framed, ts, offset, data)
+                if rest is None:
+                    return
+                offset, data = rest
+                continue
+            self._decoded(packets, framed, ts)
             return
-        self._decoded(packets, framed, ts)
 
-    def _failed(self, exc: MQTTWireError, framed: list[tuple[int, int, int]],
-                ts: int) -> None:
-        """The decoder raised ``exc`` on the data just framed as ``framed``: records for
-        the packets it completed first, then an error record for the rest."""
+    def _failed(self, exc: MQTTWireError, framed: list[tuple[int, int, int]], ts: int,
+                offset: int, data: Any) -> tuple[int, Any] | None:
+        """The decoder raised ``exc`` on ``data`` (at stream ``offset``), just framed as
+        ``framed``: records for the packets it completed first, then for the bad packet.
+        Returns the (offset, data) to decode next, if decoding resumes inside ``data``."""
         done = len(exc.packets)
         self._packets(exc.packets, framed, ts)
-        start = framed[done][0] if done < len(framed) else self.start
         where = None if exc.offset is None else exc.offset + self.dec_base
-        self._record("error", ts, start, self.end - start, error=str(exc),
-                     reason_code=exc.reason_code, error_offset=where)
-        self._broken()
+        self.dec = None
+        if done < len(framed):  # the bad packet is whole: it costs only itself
+            start, b0, size = framed[done]
+            self._bad(ts, start, size, str(exc), exc.reason_code, where, b0)
+            return self._resume(start + size, offset, data, ts)
+        start = self.start
+        whole = self.end - start + self.remaining
+        if self.unframed or (not self.hdr and whole > self.owner.resync_limit):
+            # The framing itself is broken: where the next packet starts is not known.
+            self._record("error", ts, start, self.end - start, error=str(exc),
+                         reason_code=exc.reason_code, error_offset=where)
+            self._lost(self.end, "a packet whose length could not be trusted")
+            return None
+        # The rest of the bad packet is still to come: skip it, then resume.
+        self.mode = _SKIP
+        self.pending = (str(exc), exc.reason_code, where)
+        return None
+
+    def _bad(self, ts: int, start: int, size: int, error: str, code: int | None,
+             where: int | None, b0: int | None = None) -> None:
+        """An error record for the bad packet at ``start`` (``size`` bytes)."""
+        if b0 is None:
+            b0 = self.hdr[0] if self.hdr else self.first
+        conn = self.conn
+        if conn.version is None and start == 0 and b0 == 0x10:
+            # A CONNECT that did not decode: its level byte still says the level.
+            level = connect_level(self.head)
+            if level is not None:
+                conn.version = level
+                conn.version_source = "connect"
+        self._record("error", ts, start, size, packet_type=PACKET_NAMES[b0 >> 4],
+                     flags=b0 & 0x0F, error=error, reason_code=code, error_offset=where)
+
+    def _skip(self, offset: int, data: Any, ts: int) -> None:
+        """SKIP: more bytes of a bad packet whose length is known."""
+        framed = self._frame(offset, data)
+        if not framed:
+            if self.unframed:  # its header, cut by a segment, turned out invalid
+                self._flush(self.end, ts, "")
+                self._lost(self.end, "a packet whose length could not be trusted")
+            return
+        start, b0, size = framed[0]
+        error, code, where = self.pending  # type: ignore[misc]  # set in SKIP
+        self.pending = None
+        self._bad(ts, start, size, error, code, where, b0)
+        rest = self._resume(start + size, offset, data, ts)
+        if rest is not None:
+            self._decode(rest[0], rest[1], ts)
+
+    def _resume(self, at: int, offset: int, data: Any,
+                ts: int) -> tuple[int, Any] | None:
+        """Decode on from stream offset ``at``, a packet boundary, with the rest of
+        ``data`` (at stream ``offset``): returns what to decode, if anything."""
+        rest = data[at - offset :]
+        version = self.conn.version
+        if version is None:
+            self._window(at, "skipped: bytes before the first packet that decodes")
+            if rest:
+                self.data(at, rest, ts, False)
+            return None
+        self._decode_from(at, version)
+        return (at, rest) if rest else None
 
     def _decoded(self, packets: list[Any], framed: list[tuple[int, int, int]],
                  ts: int) -> None:
@@ -477,15 +679,70 @@ class _Direction:
             start = framed[done][0] if done < len(framed) else self.start
             self._not_decoded(ts, start, self.end,
                               "the decoder's packet boundaries differ from the fixed headers")
-            self._broken()
+            self._lost(self.end, "the decoder and the fixed headers disagreed")
             return
         if packets:
             self._packets(packets, framed, ts)
 
-    def _broken(self) -> None:
-        self.mode = _BROKEN
-        self.bad_from = self.end
-        self.dec = None
+    # -- a window: the first boundary (and the level) of a stream joined mid-way ---------
+
+    def _window(self, at: int, why: str) -> None:
+        self.mode = _WINDOW
+        self.wbase = at
+        self.why = why
+        self.segs = []
+        self.wsize = 0
+
+    def _buffer(self) -> bytes:
+        return b"".join(seg[1] for seg in self.segs)
+
+    def _settle(self) -> None:
+        """Decide where this window's first packet starts, and the level if no CONNECT
+        gave it (from both directions: see :meth:`_Connection.infer`)."""
+        if not self.segs:
+            return
+        version = self.conn.version
+        if version is None:
+            self.conn.infer()
+        else:
+            self._replay(version, first_boundary(self._buffer(), version, self.owner.codec,
+                                                 self.owner.resync_limit))
+
+    def _replay(self, version: int, found: tuple[int, int, int] | None) -> None:
+        """Leave the window: the bytes before the boundary ``found`` (None: there is
+        none) become one error record, and the held segments go through again, in
+        order, each with its own frame number."""
+        segs = self.segs
+        if not segs:
+            return
+        self.segs = []
+        self.wsize = 0
+        owner = self.owner
+        saved = owner.frame
+        base = self.wbase
+        _, _, ts0, frame0, _ = segs[0]
+        if found is None:  # no boundary in the window: resynchronise from its end
+            owner.frame = frame0
+            end = segs[-1][0] + len(segs[-1][1])
+            self._not_decoded(ts0, base, end, f"{self.why}; no packet boundary found in "
+                              f"its first {end - base} bytes")
+            self._lost(end, "bytes with no packet boundary")
+            owner.frame = saved
+            return
+        at = base + found[0]
+        owner.frame = frame0
+        self._not_decoded(ts0, base, at, self.why)
+        self._decode_from(at, version)
+        for offset, data, ts, frame, boundary in segs:
+            end = offset + len(data)
+            if end <= at:
+                continue
+            if offset < at:
+                data = data[at - offset :]
+                offset = at
+            owner.frame = frame
+            self.data(offset, data, ts, boundary)
+        owner.frame = saved
 
     # -- resynchronisation --------------------------------------------------------------
 
@@ -500,7 +757,7 @@ class _Direction:
         self._try_resync(ts)
 
     def _try_resync(self, ts: int) -> None:
-        version = self.conn.version or self.owner.version
+        version: int = self.conn.version  # type: ignore[assignment]  # known in RESYNC
         limit = self.owner.resync_limit
         while self.cands:
             cand = self.cands[0]
@@ -508,9 +765,7 @@ class _Direction:
             if verdict is None:
                 return  # wait for the rest of the candidate packet
             if verdict:
-                self._not_decoded(ts, self.bad_from, cand,
-                                  "skipped: no trusted packet boundary after lost or "
-                                  "missing bytes")
+                self._not_decoded(ts, self.bad_from, cand, self.why)
                 rest = bytes(self.rbuf[cand - self.rbase :])
                 self.rbuf = bytearray()
                 self.cands = []
@@ -522,17 +777,10 @@ class _Direction:
             del self.rbuf[: keep - self.rbase]
             self.rbase = keep
 
-    def _trusted(self, rel: int, version: int | None, limit: int) -> bool | None:
-        """Whether a packet starts at rbuf[rel]: True, False, or None (need more bytes).
-
-        Without a known level (no CONNECT seen and none assumed), only a CONNECT is
-        trusted, and only in the client-to-server direction: it sets the level.
-        """
+    def _trusted(self, rel: int, version: int, limit: int) -> bool | None:
+        """Whether a packet starts at rbuf[rel]: True, False, or None (need more bytes)."""
         buf = self.rbuf
-        b0 = buf[rel]
-        if version is None and (self.name == "s2c" or b0 != 0x10):
-            return False
-        if not _plausible_first_byte(b0, version or 5):
+        if not _plausible_first_byte(buf[rel], version):
             return False
         header = _fixed_header(buf[rel : rel + 5])
         if header is None:
@@ -545,7 +793,7 @@ class _Direction:
         if len(buf) - rel < size + length:
             return None
         try:
-            result = self.owner.codec.decode_from(buf, rel, version=version or 5)
+            result = self.owner.codec.decode_from(buf, rel, version=version)
         except MQTTWireError:
             return False
         return result is not None and result[1] == rel + size + length
@@ -557,19 +805,50 @@ def ip_text(addr: bytes) -> str:
 
 
 class _Connection:
-    """An MQTT connection: its id, the client's identity, and its two directions."""
+    """An MQTT connection: its id, the client's identity, its level and how that was
+    known, and its two directions."""
 
-    __slots__ = ("c2s", "client_id", "id", "s2c", "version")
+    __slots__ = ("c2s", "client_id", "id", "owner", "s2c", "version", "version_source")
 
     def __init__(self, owner: MqttStreams, tcp: TcpConnection, client_side: int) -> None:
         self.id = f"{owner.capture}#{tcp.index}"
+        self.owner = owner
         self.client_id: str | None = None
-        self.version: int | None = None
+        self.version: int | None = owner.version  # until a CONNECT says otherwise
+        self.version_source: str | None = "option" if owner.version else None
         self.c2s = _Direction(owner, self, tcp.streams[client_side], "c2s")
         self.s2c = _Direction(owner, self, tcp.streams[1 - client_side], "s2c")
         self.c2s.stream.user = self.c2s
         self.s2c.stream.user = self.s2c
         tcp.user = self
+
+    def infer(self) -> None:
+        """Infer the level from the windows of both directions (see the module's
+        docstring), then let each window go on at that level."""
+        owner = self.owner
+        held = [d for d in (self.c2s, self.s2c) if d.mode == _WINDOW and d.segs]
+        found: dict[int, list[tuple[int, int, int] | None]] = {}
+        scores = {}
+        for level in (4, 5):
+            results = [first_boundary(d._buffer(), level, owner.codec, owner.resync_limit)
+                       for d in held]
+            found[level] = results
+            framed = sum(r is not None for r in results)
+            skipped = sum(len(d._buffer()) if r is None else r[0]
+                          for d, r in zip(held, results))
+            bad = sum(r[1] for r in results if r is not None)
+            scores[level] = (framed, -skipped, -bad)
+        if scores[4] != scores[5]:
+            level = 4 if scores[4] > scores[5] else 5
+            source = "inferred"
+        elif scores[5][0] and any(r is not None and r[2] for r in found[5]):
+            level, source = 5, "inferred"  # 3.x payloads rarely parse as properties
+        else:
+            level, source = 4, "default"  # the evidence fits both: 3.1.1
+        self.version = level
+        self.version_source = source
+        for d, r in zip(held, found[level]):
+            d._replay(level, r)
 
 
 class _Sniff:

@@ -246,7 +246,7 @@ def test_resync_skips_untrusted_segment_starts(codec: ModuleType) -> None:
     check_accounting(records)
 
 
-def test_decoding_error_then_rest_undecoded(codec: ModuleType) -> None:
+def test_bad_packet_costs_only_itself(codec: ModuleType) -> None:
     flow = TcpFlow(CLIENT, SERVER)
     mw = codec
     good = [mw.Connect("bad", protocol_version=4).encode(4), mw.Publish("ok", b"1").encode(4)]
@@ -265,14 +265,14 @@ def test_decoding_error_then_rest_undecoded(codec: ModuleType) -> None:
     assert [(r.kind, r.packet_type, r.stream_offset, r.length) for r in c2s] == [
         ("packet", "CONNECT", 0, len(good[0])),
         ("packet", "PUBLISH", len(good[0]), len(good[1])),
-        ("error", None, n, 4),  # found in the segment that held it
-        ("error", None, n + 4, 2),  # the PINGREQ after it is not trusted
+        ("error", "PUBLISH", n, 4),  # found in the segment that held it
+        ("packet", "PINGREQ", n + 4, 2),  # its Remaining Length was valid: decoding goes on
     ]
     err = c2s[2]
-    assert err.reason_code == 0x81 and err.error_offset == n
+    assert err.reason_code == 0x81 and err.error_offset == n and err.flags == 6
     assert "[MQTT-3.3.1-4]" in err.error
     assert err.ts == c2s[1].ts  # same segment
-    assert "follows a decoding error" in c2s[3].error
+    assert c2s[3].protocol_version == 4 and c2s[3].version_source == "connect"
     # The other direction decodes on.
     assert [r.packet_type for r in records if r.direction == "s2c"] == ["CONNACK", "PINGRESP"]
     check_accounting(records)
@@ -344,16 +344,22 @@ def test_midstream_capture(codec: ModuleType) -> None:
     captured = (flow.send(0, sent[2].wire) + flow.send(0, sent[3].wire)
                 + flow.send(1, sent[4].wire))
     raw = write(frames_for(flow, captured))
-    # Without the CONNECT the level is unknown: nothing is guessed, all is skipped.
-    blind = read(raw, codec)
+    # Without the CONNECT the level is inferred from the traffic: the PUBLISH payloads
+    # "1" and "2" would be 5.0 property lengths of 0x31 and 0x32 bytes, which the packets
+    # do not hold; at 3.1.1 every packet decodes.
+    inferred = read(raw, codec)
     # PUBLISH "x" QoS 0: 2 header + 3 topic + 1 payload = 6 bytes; "y" QoS 1 adds a
     # 2-byte packet id: 8 bytes.  PUBACK (3.1.1): 4 bytes.
-    assert [(r.kind, r.direction, r.stream_offset, r.length) for r in blind] == [
-        ("error", "c2s", 0, 6 + 8), ("error", "s2c", 0, 4)]
+    assert [(r.kind, r.packet_type, r.direction, r.stream_offset, r.length, r.topic,
+             r.protocol_version, r.version_source) for r in inferred] == [
+        ("packet", "PUBLISH", "c2s", 0, 6, "x", 4, "inferred"),
+        ("packet", "PUBLISH", "c2s", 6, 8, "y", 4, "inferred"),
+        ("packet", "PUBACK", "s2c", 0, 4, None, 4, "inferred")]
     # With the level assumed, decoding starts at the first segment (a trusted boundary).
     told = read(raw, codec, version=4)
-    assert [(r.packet_type, r.topic, r.protocol_version) for r in told] == [
-        ("PUBLISH", "x", 4), ("PUBLISH", "y", 4), ("PUBACK", None, 4)]
+    assert [(r.packet_type, r.topic, r.protocol_version, r.version_source)
+            for r in told] == [("PUBLISH", "x", 4, "option"), ("PUBLISH", "y", 4, "option"),
+                               ("PUBACK", None, 4, "option")]
     assert all(r.client_id is None for r in told)
 
 
