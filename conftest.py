@@ -6,6 +6,9 @@ skipped test is reported as a failure, reason included, unless the skip is on th
 below: a missing tool, a missing Java or a missing permission must fail loudly there, never
 pass quietly.  Each entry is a skip that is right in some CI environment, with why.
 The list is documented in the README ("Tests").
+
+It also keeps each test module on one pytest-xdist worker (scripts/test.sh runs the suite
+with ``-n auto --dist loadgroup``): see :func:`pytest_collection_modifyitems`.
 """
 
 from __future__ import annotations
@@ -81,3 +84,15 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
     # A module-level pytest.importorskip or pytest.skip(allow_module_level=True).
     outcome = yield
     _fail_unexpected_skip(outcome.get_result())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup``, a test module's tests run on one worker,
+    so that its module- and session-scoped fixtures (a live capture, a Spark session) are
+    set up once, as with ``--dist loadfile``; unless a test names an ``xdist_group`` of
+    its own, as the long wheel tests do, so that they spread over the workers.  (Before
+    xdist's own hook, which reads the groups.)"""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -60,8 +60,8 @@ def _memory(text: str) -> str:
 
 
 ASSUME_HELP = ("the protocol level (3, 4 or 5) of connections whose CONNECT is not in the "
-               "capture; without it their bytes are skipped (as error records) until a "
-               "CONNECT")
+               "capture; without it, the level is inferred from their traffic (3.1.1 when "
+               "the traffic fits both 3.1.1 and 5.0, as PINGs do)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,9 +152,14 @@ def _dissect(args: argparse.Namespace) -> int:
     from .capture import read_capture
 
     ports = args.ports or [1883]
+    told: set[str] = set()  # connections whose inferred level was announced
     try:
         for rec in read_capture(args.capture, ports=ports, payload_limit=args.payload_limit,
                                 version=args.assume_version):
+            if rec.version_source in _INFERRED and rec.connection_id not in told:
+                told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
+                print(f"# {rec.connection_id}: "
+                      + _INFERRED[rec.version_source].format(rec.protocol_version))
             print(_record_line(rec))
     except BrokenPipeError:  # `mqttwire dissect x.pcap | head`: the reader has gone
         # Keep the interpreter's final flush of stdout from failing again.
@@ -164,6 +169,16 @@ def _dissect(args: argparse.Namespace) -> int:
         print(f"mqttwire: {args.capture}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0
+
+
+#: What ``dissect`` says before the first record of a connection whose level was not
+#: given by a CONNECT or the option.
+_INFERRED = {
+    "inferred": "no usable CONNECT in the capture; protocol level {} inferred from its "
+                "traffic",
+    "default": "no usable CONNECT in the capture, and its traffic fits 3.1.1 and 5.0 "
+               "alike; decoded at level {} (3.1.1, the default; --assume-version sets it)",
+}
 
 
 def _record_line(rec: Record) -> str:

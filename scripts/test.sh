@@ -20,7 +20,10 @@
 # With MQTTWIRE_PURE_PYTHON set by the caller, only step 1 and step 4 run: nothing is
 # compiled.
 #
-# Environment: PYTHON, the interpreter for new virtualenvs (default python3).
+# Both suite passes run on every core (pytest-xdist, -n auto).
+#
+# Environment: PYTHON, the interpreter for new virtualenvs (default python3);
+# MQTTWIRE_TEST_WORKERS, pytest-xdist's worker count (default auto: one per core).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -75,6 +78,10 @@ run_pytest() {
     return "$rc"
 }
 
+# Every core (pytest-xdist); each test module stays on one worker, and the long wheel
+# tests spread over them (conftest.py, pytest_collection_modifyitems).
+PARALLEL=(-n "${MQTTWIRE_TEST_WORKERS:-auto}" --dist loadgroup)
+
 failed=0
 if [ -z "$pure" ]; then
     section "Virtualenv .venv"
@@ -91,7 +98,7 @@ assert mqttwire.IMPLEMENTATION == "cython", mqttwire.IMPLEMENTATION
 print("extension built in place:", ext.__file__)'
 
     section "pytest: the whole suite, both implementations"
-    run_pytest "$VENV_PY" || failed=1
+    run_pytest "$VENV_PY" "${PARALLEL[@]}" || failed=1
 fi
 
 section "Pure-Python wheel (no extension) in a second virtualenv, .pure/venv"
@@ -135,7 +142,7 @@ print("import mqttwire:", mqttwire.__file__, "(pure)")'
 
     section "pytest: the whole suite against the pure wheel (--no-c-extensions)"
     # packaging: tests/test_wheel.py builds the extension wheels; the pass above ran it.
-    run_pytest "$VENV_PY" --no-c-extensions -m "not packaging" || exit 1
+    run_pytest "$VENV_PY" "${PARALLEL[@]}" --no-c-extensions -m "not packaging" || exit 1
 
     section "pytest benchmarks/: each benchmark once, without the extension"
     # --benchmark-disable runs each benchmark body once, untimed: proof that the suites

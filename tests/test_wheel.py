@@ -1,9 +1,10 @@
 """The distributions: what the sdist and the wheel hold, and that the installed wheel works.
 
 Marker ``packaging``.  The sdist is built from a copy of the working tree, and a wheel from
-that sdist, as the release workflow does with cibuildwheel (about a minute); then, from the
-same sdist, a wheel for each of the oldest and the newest CPython of the release matrix
-that pyenv has (about two minutes each).  Each wheel is tested as cibuildwheel tests every
+that sdist, as the release workflow does with cibuildwheel (about two minutes); then, from
+the same sdist, a wheel for each of the oldest and the newest CPython of the release matrix
+that pyenv has (about four minutes each, with their tests).  Under pytest-xdist these three
+run in groups of their own, in parallel.  Each wheel is tested as cibuildwheel tests every
 release wheel, with the test-sources and test-command of pyproject's [tool.cibuildwheel]:
 installed with its test extra into a new virtualenv, the suite run from a directory outside
 the source tree, so that ``import mqttwire`` can only find the installed wheel.  This needs
@@ -46,10 +47,9 @@ _GENERATED = (".c", ".so", ".pyd", ".html", ".pyc")
 
 
 @dataclass(frozen=True)
-class Dists:
+class Sdist:
     source: Path  # the copy of the working tree that the sdist was built from
     sdist: Path
-    wheel: Path
 
 
 def _environ() -> dict[str, str]:
@@ -83,25 +83,32 @@ def _run(
 
 
 @pytest.fixture(scope="module")
-def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
-    """Build the sdist, then the wheel from the unpacked sdist, with `python -m build`."""
-    top = tmp_path_factory.mktemp("dists")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Sdist:
+    """Build the sdist from a copy of the working tree, with `python -m build`."""
+    top = tmp_path_factory.mktemp("sdist")
     source = top / "source"
     shutil.copytree(REPO, source, ignore=_NOT_SOURCES)
+    _run([sys.executable, "-m", "build", "--sdist", "--outdir", top / "dist", source],
+         cwd=top, timeout=900)
+    (built,) = (top / "dist").glob("*.tar.gz")
+    return Sdist(source, built)
+
+
+@pytest.fixture(scope="module")
+def wheel(sdist: Sdist, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the wheel in the unpacked sdist, as cibuildwheel does, with `python -m build`."""
+    top = tmp_path_factory.mktemp("wheel")
+    with tarfile.open(sdist.sdist) as tar:
+        tar.extractall(top / "unpacked", filter="data")
+    (unpacked,) = (top / "unpacked").iterdir()
     env = _environ()
     # Build with the Cython that CI pins (`build` installs build requirements with a plain
     # `pip install`, which PIP_CONSTRAINT governs).
-    env["PIP_CONSTRAINT"] = str(source / "requirements" / "cython.txt")
-    # Without --sdist/--wheel, `build` makes the sdist and then the wheel from it.
-    _run(
-        [sys.executable, "-m", "build", "--outdir", top / "dist", source],
-        cwd=top,
-        env=env,
-        timeout=900,
-    )
-    (sdist,) = (top / "dist").glob("*.tar.gz")
-    (wheel,) = (top / "dist").glob("*.whl")
-    return Dists(source, sdist, wheel)
+    env["PIP_CONSTRAINT"] = str(sdist.source / "requirements" / "cython.txt")
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", top / "dist", unpacked],
+         cwd=top, env=env, timeout=900)
+    (built,) = (top / "dist").glob("*.whl")
+    return built
 
 
 def _package_sources(root: Path) -> set[str]:
@@ -113,12 +120,13 @@ def _package_sources(root: Path) -> set[str]:
     }
 
 
-def test_sdist_has_sources_and_no_generated_files(dists: Dists) -> None:
-    with tarfile.open(dists.sdist) as tar:
+@pytest.mark.xdist_group("wheel")
+def test_sdist_has_sources_and_no_generated_files(sdist: Sdist) -> None:
+    with tarfile.open(sdist.sdist) as tar:
         # Every member sits under one top directory, "mqttwire-<version>/".
         names = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
     assert "mqttwire/_speedups.pyx" in names
-    missing = _package_sources(dists.source) - names
+    missing = _package_sources(sdist.source) - names
     assert not missing, f"package sources missing from the sdist: {sorted(missing)}"
     for needed in (
         "pyproject.toml", "setup.py", "README.md", "requirements/cython.txt",
@@ -129,17 +137,18 @@ def test_sdist_has_sources_and_no_generated_files(dists: Dists) -> None:
     assert not generated, f"generated or compiled files in the sdist: {generated}"
 
 
-def test_wheel_has_extension_and_typing_files_and_no_sources(dists: Dists) -> None:
-    assert not dists.wheel.name.endswith("-none-any.whl"), "a pure wheel was built: no compiler?"
-    with zipfile.ZipFile(dists.wheel) as whl:
+@pytest.mark.xdist_group("wheel")
+def test_wheel_has_extension_and_typing_files_and_no_sources(sdist: Sdist, wheel: Path) -> None:
+    assert not wheel.name.endswith("-none-any.whl"), "a pure wheel was built: no compiler?"
+    with zipfile.ZipFile(wheel) as whl:
         names = set(whl.namelist())
     # One compiled module per .pyx, e.g. mqttwire/_speedups.cpython-311-x86_64-linux-gnu.so.
-    for pyx in sorted((dists.source / "mqttwire").rglob("*.pyx")):
-        stem = pyx.relative_to(dists.source).with_suffix("").as_posix()
+    for pyx in sorted((sdist.source / "mqttwire").rglob("*.pyx")):
+        stem = pyx.relative_to(sdist.source).with_suffix("").as_posix()
         assert any(stem + suffix in names for suffix in EXTENSION_SUFFIXES), f"no compiled {stem}"
     assert "mqttwire/py.typed" in names
     assert "mqttwire/_speedups.pyi" in names
-    missing = {p for p in _package_sources(dists.source) if p.endswith(".py")} - names
+    missing = {p for p in _package_sources(sdist.source) if p.endswith(".py")} - names
     assert not missing, f"modules missing from the wheel (a package not listed?): {sorted(missing)}"
     sources = sorted(n for n in names if n.endswith((".pyx", ".pxd", ".c", ".html")))
     assert not sources, f"build sources in the wheel: {sources}"
@@ -154,13 +163,14 @@ def _cibuildwheel_test_config(project: Path) -> tuple[list[str], str]:
     return cibw["test-sources"], " && ".join(cibw["test-command"])
 
 
+@pytest.mark.xdist_group("wheel")
 def test_installed_wheel_passes_the_release_test_command(
-    dists: Dists, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sdist: Sdist, wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """What cibuildwheel does with each wheel it builds, done here with this one: install it
     with the test extra into a new virtualenv, copy the test-sources into an empty directory
     and run the test-command there, outside the source tree."""
-    summary = _release_test(Path(sys.executable), dists.wheel, dists.source, tmp_path)
+    summary = _release_test(Path(sys.executable), wheel, sdist.source, tmp_path)
     with capsys.disabled():
         print(f"\n[wheel venv, Python {sys.version.split()[0]}]\n{summary}")
 
@@ -199,9 +209,11 @@ def _other_python(version: str) -> Path | None:
     return Path(on_path) if probe.stdout.split() == ["CPython", version] else None
 
 
-@pytest.mark.parametrize("version", OTHER_PYTHONS)
+# Each in a pytest-xdist group of its own: they are the suite's longest tests.
+@pytest.mark.parametrize("version", [
+    pytest.param(v, marks=pytest.mark.xdist_group(f"wheel-{v}")) for v in OTHER_PYTHONS])
 def test_wheel_built_and_tested_on_other_cpython(
-    dists: Dists, tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+    sdist: Sdist, tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
 ) -> None:
     """A wheel built from the sdist by another CPython, tested as the release workflow tests
     it.  Where there is no such CPython it skips, which fails under CI (conftest.py)."""
@@ -217,14 +229,14 @@ def test_wheel_built_and_tested_on_other_cpython(
     _run([*pip, "install", "--quiet", "pip>=25.3"], cwd=tmp_path, timeout=300)
     env = _environ()
     # The pinned Cython, in pip's isolated build environment (pip >= 25.3).
-    env["PIP_BUILD_CONSTRAINT"] = str(dists.source / "requirements" / "cython.txt")
+    env["PIP_BUILD_CONSTRAINT"] = str(sdist.source / "requirements" / "cython.txt")
     wheels = tmp_path / "wheels"
-    _run([*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, dists.sdist],
+    _run([*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, sdist.sdist],
          cwd=tmp_path, env=env, timeout=900)  # fmt: skip
     (wheel,) = wheels.glob("*.whl")
     tag = "cp" + version.replace(".", "")
     assert f"-{tag}-{tag}-" in wheel.name, wheel.name
-    summary = _release_test(python, wheel, dists.source, tmp_path)
+    summary = _release_test(python, wheel, sdist.source, tmp_path)
     with capsys.disabled():
         print(f"\n[wheel venv, Python {version}]\n{summary}")
 

@@ -293,8 +293,11 @@ def first_boundary(buf: bytes, level: int, codec: ModuleType,
 
 
 #: How many bytes of a direction are held before its first packet boundary (and, without
-#: a CONNECT, its level) is looked for; a gap or the direction's end decides sooner.
+#: a CONNECT, its level) is looked for; a gap or the direction's end decides sooner.  If
+#: no boundary is found, the window doubles, up to MAX_WINDOW (a capture may begin
+#: inside a large packet).
 WINDOW = 1 << 16
+MAX_WINDOW = 1 << 20
 
 _NEW, _DECODING, _SKIP, _RESYNC, _WINDOW, _ENDED = range(6)
 
@@ -330,6 +333,7 @@ class _Direction:
         "unframed",
         "wbase",
         "why",
+        "wlimit",
         "wsize",
     )
 
@@ -361,6 +365,7 @@ class _Direction:
         self.wbase = 0  # WINDOW: stream offset of the first byte held
         self.segs: list[tuple[int, bytes, int, int, bool]] = []  # WINDOW: the segments
         self.wsize = 0  # WINDOW: bytes held
+        self.wlimit = WINDOW  # WINDOW: held bytes that make it look for the boundary
 
     # -- records ------------------------------------------------------------------------
 
@@ -485,12 +490,12 @@ class _Direction:
         elif mode == _WINDOW:
             self.segs.append((offset, bytes(data), ts, self.owner.frame, boundary))
             self.wsize += len(data)
-            if self.wsize >= WINDOW:
-                self._settle()
+            if self.wsize >= self.wlimit:
+                self._settle(False)
 
     def gap(self, offset: int, length: int, ts: int) -> None:
         if self.mode == _WINDOW:
-            self._settle()  # with what came before the gap
+            self._settle(True)  # with what came before the gap
         if self.mode != _NEW:
             self._flush(offset, ts, "cut short by lost bytes (a gap in the capture)")
         self._record("gap", ts, offset, length, error="bytes missing from the capture")
@@ -499,7 +504,7 @@ class _Direction:
 
     def ended(self, ts: int, reason: str) -> None:
         if self.mode == _WINDOW:
-            self._settle()
+            self._settle(True)
         if self.mode != _NEW:
             self._flush(self.end, ts, f"cut short by the end of the stream ({reason})")
         self.mode = _ENDED
@@ -692,21 +697,34 @@ class _Direction:
         self.why = why
         self.segs = []
         self.wsize = 0
+        self.wlimit = WINDOW
 
     def _buffer(self) -> bytes:
         return b"".join(seg[1] for seg in self.segs)
 
-    def _settle(self) -> None:
+    def _settle(self, final: bool) -> None:
         """Decide where this window's first packet starts, and the level if no CONNECT
-        gave it (from both directions: see :meth:`_Connection.infer`)."""
+        gave it (from both directions: see :meth:`_Connection.infer`).  ``final``: no
+        more bytes will join the window (a gap or the end follows)."""
         if not self.segs:
             return
         version = self.conn.version
         if version is None:
-            self.conn.infer()
-        else:
-            self._replay(version, first_boundary(self._buffer(), version, self.owner.codec,
-                                                 self.owner.resync_limit))
+            self.conn.infer(self, final)
+            return
+        found = first_boundary(self._buffer(), version, self.owner.codec,
+                               self.owner.resync_limit)
+        if found is None and self._wait(final):
+            return
+        self._replay(version, found)
+
+    def _wait(self, final: bool) -> bool:
+        """No boundary in the window yet: whether to wait for more bytes (and then
+        look again), rather than give up."""
+        if final or self.wsize >= MAX_WINDOW:
+            return False
+        self.wlimit = max(2 * self.wsize, WINDOW)
+        return True
 
     def _replay(self, version: int, found: tuple[int, int, int] | None) -> None:
         """Leave the window: the bytes before the boundary ``found`` (None: there is
@@ -724,9 +742,8 @@ class _Direction:
         if found is None:  # no boundary in the window: resynchronise from its end
             owner.frame = frame0
             end = segs[-1][0] + len(segs[-1][1])
-            self._not_decoded(ts0, base, end, f"{self.why}; no packet boundary found in "
-                              f"its first {end - base} bytes")
-            self._lost(end, "bytes with no packet boundary")
+            self._not_decoded(ts0, base, end, self.why)
+            self._lost(end, f"{end - base} bytes with no packet boundary")
             owner.frame = saved
             return
         at = base + found[0]
@@ -822,9 +839,10 @@ class _Connection:
         self.s2c.stream.user = self.s2c
         tcp.user = self
 
-    def infer(self) -> None:
+    def infer(self, trigger: _Direction, final: bool) -> None:
         """Infer the level from the windows of both directions (see the module's
-        docstring), then let each window go on at that level."""
+        docstring), then let each window go on at that level.  ``trigger`` is the
+        direction whose window is full (``final``: or ends)."""
         owner = self.owner
         held = [d for d in (self.c2s, self.s2c) if d.mode == _WINDOW and d.segs]
         found: dict[int, list[tuple[int, int, int] | None]] = {}
@@ -838,6 +856,8 @@ class _Connection:
                           for d, r in zip(held, results))
             bad = sum(r[1] for r in results if r is not None)
             scores[level] = (framed, -skipped, -bad)
+        if not (scores[4][0] or scores[5][0]) and trigger._wait(final):
+            return  # nothing frames yet at either level: look again with more bytes
         if scores[4] != scores[5]:
             level = 4 if scores[4] > scores[5] else 5
             source = "inferred"
@@ -848,6 +868,8 @@ class _Connection:
         self.version = level
         self.version_source = source
         for d, r in zip(held, found[level]):
+            if r is None and d._wait(final and d is trigger):
+                continue  # more of it may frame: it looks again, at this level, later
             d._replay(level, r)
 
 

@@ -82,6 +82,9 @@ class CaptureTables:
             row["client_id"] = rec.client_id
         if rec.protocol_version is not None:
             row["protocol_version"] = rec.protocol_version
+            row["version_source"] = rec.version_source
+        if rec.packet_type == "CONNECT":  # a packet, or an error row of a bad CONNECT
+            row["joined_mid_stream"] = False
         if rec.kind == "packet":
             row["packets_" + rec.direction] += 1  # type: ignore[operator]
             row["bytes_" + rec.direction] += rec.length or 0  # type: ignore[operator]
@@ -110,7 +113,8 @@ class CaptureTables:
             "capture": self.capture, "connection_id": rec.connection_id,
             "client_ip": client[0], "client_port": client[1],
             "server_ip": client[2], "server_port": client[3],
-            "client_id": None, "protocol_version": None, "clean_start": None,
+            "client_id": None, "protocol_version": None, "version_source": None,
+            "joined_mid_stream": True, "clean_start": None,
             "keep_alive": None, "username_present": None, "password_present": None,
             "will_topic": None, "will_qos": None, "will_retain": None,
             "will_payload_length": None, "connect_ts": None, "connack_ts": None,

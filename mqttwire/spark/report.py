@@ -52,6 +52,25 @@ def rate_buckets(first_us: int, last_us: int, buckets: int = CHART_BUCKETS) -> i
     return max(-(-span // buckets), 1)
 
 
+def _connections_text(total: int, joined: dict[str | None, int]) -> str:
+    """How many connections there were, how many were joined mid-stream (no CONNECT in
+    the capture), and how their protocol levels were known (``joined``: counts by the
+    connections table's ``version_source``)."""
+    text = f"{total} MQTT connection(s)"
+    n = sum(joined.values())
+    if not n:
+        return text + "; the CONNECT of every one is in the capture."
+    how = {"inferred": "level inferred from their traffic",
+           "default": "3.1.1 assumed, their traffic fitting 3.1.1 and 5.0 alike (PINGs only, "
+                      "say)",
+           "option": "level given by --assume-version",
+           None: "level unknown"}
+    detail = "; ".join(f"{count}: {how.get(source, source)}"
+                       for source, count in sorted(joined.items(), key=lambda kv: str(kv[0])))
+    return (f"{text}; {n} joined mid-stream (their CONNECT is not in the capture: they "
+            f"were open when it began, or the CONNECT was lost): {detail}.")
+
+
 def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], directory: str, *,
                   options: Any, files: list[CaptureFile]) -> Report:
     """Compute the summary from ``tables`` (``counts``: their row counts, except
@@ -86,6 +105,13 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
     parts += ["## Packets by type and protocol version", "",
               markdown_table(["packet type"] + [f"MQTT {names.get(v, v)}" for v in levels]
                              + ["total"], rows), ""]
+
+    # Connections, and how the level of each was known.
+    known = (tables["connections"].groupBy("joined_mid_stream", "version_source").count()
+             .collect())
+    total = sum(r["count"] for r in known)
+    joined = {r["version_source"]: r["count"] for r in known if r["joined_mid_stream"]}
+    parts += ["## Connections", "", _connections_text(total, joined), ""]
 
     # Top topics.
     top = (messages.groupBy("topic")

@@ -40,6 +40,7 @@ PACKETS = pa.schema([
     ("length", pa.int64()),
     ("client_id", pa.string()),
     ("protocol_version", pa.int8()),
+    ("version_source", pa.string()),  # connect, option, inferred, default (see Record)
     ("packet_type", pa.string()),
     ("flags", pa.int8()),
     ("dup", pa.bool_()),
@@ -67,6 +68,8 @@ CONNECTIONS = pa.schema([
     ("server_port", pa.int32()),
     ("client_id", pa.string()),
     ("protocol_version", pa.int8()),
+    ("version_source", pa.string()),  # connect, option, inferred, default (see Record)
+    ("joined_mid_stream", pa.bool_()),  # no CONNECT of it in the capture
     ("clean_start", pa.bool_()),
     ("keep_alive", pa.int32()),
     ("username_present", pa.bool_()),

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import io
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mqttwire.capture import Record, read_capture
 from mqttwire.capture.synth import Frame, Segment, TcpFlow, write_pcap, write_pcapng
@@ -140,3 +146,23 @@ def check_accounting(records: list[Record],
             pos += length
         if lengths is not None:
             assert pos == lengths[key], (key, pos, lengths[key])
+
+
+def tshark_packets(path: Path, port: int) -> list[tuple[int, list[str]]]:
+    """(message type, topics) of every MQTT packet that tshark's dissector finds in the
+    capture at ``path``, in wire order (tshark decodes the MQTT port ``port``)."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    # -T pdml keeps each packet's fields together (-T fields can misalign columns when
+    # one frame carries several MQTT packets, since each field's column then lists the
+    # values of all of them).
+    out = subprocess.run(["tshark", "-r", str(path), "-d", f"tcp.port=={port},mqtt",
+                          "-T", "pdml"], capture_output=True, check=True, timeout=120).stdout
+    found = []
+    for proto in ET.fromstring(out).iter("proto"):
+        if proto.get("name") == "mqtt":
+            fields = list(proto.iter("field"))
+            (msgtype,) = [int(f.get("show", "")) for f in fields if f.get("name") == "mqtt.msgtype"]
+            topics = [f.get("show", "") for f in fields if f.get("name") == "mqtt.topic"]
+            found.append((msgtype, topics))
+    return found

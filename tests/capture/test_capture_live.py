@@ -8,14 +8,14 @@ import importlib.util
 import shutil
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
+import time
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from capture_helpers import check_accounting
+from capture_helpers import check_accounting, tshark_packets
 
 from mqttwire._constants import PacketType
 from mqttwire.capture import Record, read_capture
@@ -107,23 +107,6 @@ def test_live_capture_matches_what_was_sent(codec: ModuleType, live: tuple[Path,
 # Against tshark
 
 
-def _tshark(path: Path, port: int) -> list[tuple[int, list[str]]]:
-    """(message type, topics) of every MQTT packet tshark dissects, in wire order."""
-    # -T pdml keeps each packet's fields together (-T fields can misalign columns when
-    # one frame carries several MQTT packets, since each field's column then lists the
-    # values of all of them).
-    out = subprocess.run(["tshark", "-r", str(path), "-d", f"tcp.port=={port},mqtt",
-                          "-T", "pdml"], capture_output=True, check=True, timeout=120).stdout
-    found = []
-    for proto in ET.fromstring(out).iter("proto"):
-        if proto.get("name") == "mqtt":
-            fields = list(proto.iter("field"))
-            (msgtype,) = [int(f.get("show", "")) for f in fields if f.get("name") == "mqtt.msgtype"]
-            topics = [f.get("show", "") for f in fields if f.get("name") == "mqtt.topic"]
-            found.append((msgtype, topics))
-    return found
-
-
 def _ours(records: list[Record]) -> list[tuple[int, list[str]]]:
     out = []
     for r in records:
@@ -134,9 +117,7 @@ def _ours(records: list[Record]) -> list[tuple[int, list[str]]]:
 
 
 def _compare(path: Path, port: int, codec: ModuleType) -> None:
-    if shutil.which("tshark") is None:
-        pytest.skip("tshark is not installed")
-    theirs = _tshark(path, port)
+    theirs = tshark_packets(path, port)
     ours = _ours(list(read_capture(path, ports=[port], codec=codec)))
     assert Counter(t for t, _ in ours) == Counter(t for t, _ in theirs)
     # Topics (tshark resolves Topic Aliases too) and subscription filters, as multisets:
@@ -185,3 +166,161 @@ def test_synthetic_capture_against_tshark(codec: ModuleType, tmp_path: Path) -> 
     path = tmp_path / "synthetic.pcapng"
     path.write_bytes(write(frames))
     _compare(path, 1883, codec)
+
+
+# ---------------------------------------------------------------------------------------
+# Joined mid-stream: tcpdump started after the clients had connected
+
+#: (client name, paho protocol level, keepalive): the publishers and subscribers send
+#: and receive during the capture; "idle5" only keeps its connection alive with PINGs.
+JOINED_CLIENTS = (("pub4", 4, 60), ("pub5", 5, 60), ("sub4", 4, 60), ("sub5", 5, 60),
+                  ("idle5", 5, 1))
+#: (publisher, topic, payload, QoS): sent during the capture, one after the other.
+JOINED_MESSAGES = (
+    [("pub4", "mid/a", f"three-one-one {i}".encode(), i % 3) for i in range(6)]
+    + [("pub5", "mid/b", f"five {i}".encode(), i % 3) for i in range(6)]
+    # More than one loopback segment each (64 KiB), for a capture that begins inside one.
+    + [("pub4", "mid/big4", b"x" * 200_000, 1), ("pub5", "mid/big5", b"y" * 200_000, 2)]
+)
+
+
+class Joined:
+    """The capture, the broker's port and each client's local TCP port."""
+
+    def __init__(self, path: Path, port: int, client_ports: dict[str, int]) -> None:
+        self.path = path
+        self.port = port
+        self.client_ports = client_ports
+
+
+@pytest.fixture(scope="module")
+def joined(tmp_path_factory: pytest.TempPathFactory) -> Joined:
+    for tool in ("mosquitto", "tcpdump"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    import queue
+
+    mqtt = pytest.importorskip("paho.mqtt.client", reason="paho-mqtt not installed")
+    workdir = tmp_path_factory.mktemp("joined")
+    path = workdir / "joined.pcap"
+    port = maker.free_port()
+    with maker.broker(port, str(workdir)):
+        clients = {}
+        received: dict[str, queue.Queue[Any]] = {}
+        for name, level, keepalive in JOINED_CLIENTS:
+            client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=name,
+                                 protocol=mqtt.MQTTv5 if level == 5 else mqtt.MQTTv311)
+            inbox: queue.Queue[Any] = queue.Queue()
+            client.on_message = lambda c, u, msg, inbox=inbox: inbox.put(msg)
+            client.on_subscribe = lambda c, u, mid, codes, props, inbox=inbox: inbox.put(mid)
+            client.connect("127.0.0.1", port, keepalive=keepalive)
+            client.loop_start()
+            clients[name], received[name] = client, inbox
+        try:
+            for name, qos in (("sub4", 2), ("sub5", 1)):
+                _, mid = clients[name].subscribe("mid/#", qos)
+                assert received[name].get(timeout=10) == mid  # the SUBACK came
+            ports = {name: c.socket().getsockname()[1] for name, c in clients.items()}
+            try:
+                with maker.tcpdump(str(path), port):
+                    for name, topic, payload, qos in JOINED_MESSAGES:
+                        clients[name].publish(topic, payload, qos).wait_for_publish(10)
+                    for name in ("sub4", "sub5"):
+                        for _ in JOINED_MESSAGES:
+                            received[name].get(timeout=10)
+                    time.sleep(2.5)  # idle5 pings (keepalive 1 s)
+            except RuntimeError as exc:  # tcpdump cannot capture here
+                pytest.skip(str(exc))
+        finally:
+            for client in clients.values():
+                client.disconnect()
+                client.loop_stop()
+    return Joined(path, port, ports)
+
+
+def _by_client(joined: Joined, records: list[Record]) -> dict[str, list[Record]]:
+    names = {p: n for n, p in joined.client_ports.items()}
+    out: dict[str, list[Record]] = {}
+    for rec in records:
+        client_port = rec.src_port if rec.direction == "c2s" else rec.dst_port
+        out.setdefault(names[client_port], []).append(rec)  # type: ignore[index]
+    return out
+
+
+def test_joined_connections_decode_with_inferred_levels(codec: ModuleType,
+                                                         joined: Joined) -> None:
+    records = list(read_capture(joined.path, ports=[joined.port], codec=codec,
+                                payload_limit=1 << 20))
+    assert [r for r in records if r.kind != "packet"] == []
+    assert not [r for r in records if r.packet_type == "CONNECT"]
+    check_accounting(records)
+    clients = _by_client(joined, records)
+    levels = {name: {(r.protocol_version, r.version_source) for r in recs}
+              for name, recs in clients.items()}
+    assert levels == {"pub4": {(4, "inferred")}, "sub4": {(4, "inferred")},
+                      "pub5": {(5, "inferred")}, "sub5": {(5, "inferred")},
+                      "idle5": {(4, "default")}}  # PINGs only: 3.1.1, marked
+    assert {r.packet_type for r in clients["idle5"]} == {"PINGREQ", "PINGRESP"}
+    # What each publisher sent and each subscriber got, payloads whole (a 5.0 PUBLISH
+    # read as 3.1.1 would show its property length as a payload byte).
+    for name, direction in (("pub4", "c2s"), ("pub5", "c2s"), ("sub4", "s2c"),
+                            ("sub5", "s2c")):
+        got = [(r.topic, r.payload) for r in clients[name]
+               if r.packet_type == "PUBLISH" and r.direction == direction]
+        sent = [(t, p) for who, t, p, _ in JOINED_MESSAGES
+                if name.startswith("sub") or who == name]
+        assert sorted(got) == sorted(sent), name
+
+
+def test_joined_capture_against_tshark(codec: ModuleType, joined: Joined) -> None:
+    _compare(joined.path, joined.port, codec)
+
+
+def test_joined_capture_dissect(joined: Joined, capsys: pytest.CaptureFixture[str]) -> None:
+    from mqttwire.cli import main
+
+    assert main(["dissect", str(joined.path), "--port", str(joined.port)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    notes = [line for line in lines if line.startswith("# ")]
+    assert len(notes) == len(JOINED_CLIENTS)
+    assert sum("inferred from its traffic" in n for n in notes) == 4
+    assert sum("fits 3.1.1 and 5.0 alike" in n for n in notes) == 1
+    packets = [line for line in lines if not line.startswith("# ")]
+    assert len(packets) == len(tshark_packets(joined.path, joined.port))
+    assert not [line for line in packets if " ERROR " in line or " GAP " in line]
+
+
+def test_capture_that_begins_inside_a_packet(codec: ModuleType, joined: Joined,
+                                            tmp_path: Path) -> None:
+    """The joined capture cut (by editcap) so that it begins with the second segment of
+    pub4's 200 kB PUBLISH: the rest of that packet is skipped, saying why, and every
+    packet after it decodes as in the whole capture."""
+    if shutil.which("editcap") is None:
+        pytest.skip("editcap is not installed")
+    whole = list(read_capture(joined.path, ports=[joined.port], codec=codec))
+    big = next(r for r in whole if r.topic == "mid/big4" and r.direction == "c2s")
+    # The frames of pub4's stream, with their stream offsets (tshark's relative sequence
+    # numbers count from the first byte captured, as read_capture's offsets do here).
+    fields = subprocess.run(
+        ["tshark", "-r", str(joined.path), "-Y", f"tcp.srcport=={joined.client_ports['pub4']}"
+         " and tcp.len>0", "-o", "tcp.relative_sequence_numbers:TRUE", "-T", "fields",
+         "-e", "frame.number", "-e", "tcp.seq"], capture_output=True, text=True,
+        check=True, timeout=60).stdout.split()
+    frames = [(int(f), int(s)) for f, s in zip(fields[::2], fields[1::2])]
+    start, offset = next((f, s) for f, s in frames
+                         if big.stream_offset < s < big.stream_offset + big.length)  # type: ignore[operator]
+    cut = tmp_path / "cut.pcap"
+    subprocess.run(["editcap", "-r", str(joined.path), str(cut), f"{start}-"], check=True,
+                   timeout=60)
+    records = list(read_capture(cut, ports=[joined.port], codec=codec))
+    pub4 = _by_client(joined, records)["pub4"]
+    first = pub4[0]
+    assert (first.kind, first.direction, first.stream_offset, first.length, first.error) == (
+        "error", "c2s", 0, big.stream_offset + big.length - offset,  # type: ignore[operator]
+        "skipped: the capture began inside a packet")
+    assert [r for r in records if r.kind != "packet" and r is not first] == []
+    check_accounting(records)
+    # Every packet completed in or after the cut's first frame, but the cut one.
+    expected = Counter((r.packet_type, r.topic) for r in whole
+                       if r.frame >= start and r is not big)  # type: ignore[operator]
+    assert Counter((r.packet_type, r.topic) for r in records if r.kind == "packet") == expected

@@ -50,17 +50,27 @@ def test_dissect_prints_one_line_per_record(tmp_path: Path,
     assert " ERROR " in lines[3] and "MQTT-3.3.1-4" in lines[3] and "@27" in lines[3]
 
 
-def test_dissect_assume_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dissect_infers_or_assumes_the_version(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     # The capture starts in the middle of the connection: no handshake, no CONNECT.
     written = write_capture(tmp_path / "mid.pcapng", {"mid": (flow(50010), 4)},
                             [Step("mid", CLIENT, mw.Publish("m/x", b"1"))],
                             mid_stream=frozenset({"mid"}))
     assert main(["dissect", str(written.path)]) == 0
-    (line,) = capsys.readouterr().out.splitlines()
-    assert " ERROR " in line and "skipped" in line  # the level is unknown: not decoded
-    assert main(["dissect", str(written.path), "--assume-version", "4"]) == 0
-    (line,) = capsys.readouterr().out.splitlines()
+    # b"1" would be a 5.0 property length of 0x31 bytes, past the packet's end: 3.1.1.
+    note, line = capsys.readouterr().out.splitlines()
+    assert note == ("# mid.pcapng#1: no usable CONNECT in the capture; protocol level 4 "
+                    "inferred from its traffic")
     assert "Publish(topic='m/x', payload=b'1')" in line
+    assert main(["dissect", str(written.path), "--assume-version", "4"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()  # told: nothing to announce
+    assert "Publish(topic='m/x', payload=b'1')" in line
+    # A PINGREQ fits both levels: 3.1.1, and said so.
+    pings = write_capture(tmp_path / "ping.pcapng", {"mid": (flow(50011), 5)},
+                          [Step("mid", CLIENT, mw.PingReq())], mid_stream=frozenset({"mid"}))
+    assert main(["dissect", str(pings.path)]) == 0
+    note, line = capsys.readouterr().out.splitlines()
+    assert "fits 3.1.1 and 5.0 alike; decoded at level 4" in note and "PingReq()" in line
 
 
 def test_dissect_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
