@@ -299,18 +299,18 @@ def test_capture_that_begins_inside_a_packet(codec: ModuleType, joined: Joined,
         pytest.skip("editcap is not installed")
     whole = list(read_capture(joined.path, ports=[joined.port], codec=codec))
     big = next(r for r in whole if r.topic == "mid/big4" and r.direction == "c2s")
-    # The frames of pub4's stream, with their stream offsets (tshark's relative sequence
-    # numbers count from the first byte captured, as read_capture's offsets do here).
+    # The frames of pub4's stream, with their stream offsets: read_capture counts them
+    # from the first byte captured, so from the first segment's sequence number.
     fields = subprocess.run(
         ["tshark", "-r", str(joined.path), "-Y", f"tcp.srcport=={joined.client_ports['pub4']}"
-         " and tcp.len>0", "-o", "tcp.relative_sequence_numbers:TRUE", "-T", "fields",
-         "-e", "frame.number", "-e", "tcp.seq"], capture_output=True, text=True,
-        check=True, timeout=60).stdout.split()
-    frames = [(int(f), int(s)) for f, s in zip(fields[::2], fields[1::2])]
+         " and tcp.len>0", "-T", "fields", "-e", "frame.number", "-e", "tcp.seq_raw"],
+        capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    raw = [(int(f), int(s)) for f, s in zip(fields[::2], fields[1::2])]
+    frames = [(f, (s - raw[0][1]) % (1 << 32)) for f, s in raw]
     start, offset = next((f, s) for f, s in frames
                          if big.stream_offset < s < big.stream_offset + big.length)  # type: ignore[operator]
     cut = tmp_path / "cut.pcap"
-    subprocess.run(["editcap", "-r", str(joined.path), str(cut), f"{start}-"], check=True,
+    subprocess.run(["editcap", "-r", str(joined.path), str(cut), f"{start}-{1 << 30}"], check=True,
                    timeout=60)
     records = list(read_capture(cut, ports=[joined.port], codec=codec))
     pub4 = _by_client(joined, records)["pub4"]
