@@ -646,7 +646,9 @@ class _Direction:
         """SKIP: more bytes of a bad packet whose length is known."""
         framed = self._frame(offset, data)
         if not framed:
-            if self.unframed:  # its header, cut by a segment, turned out invalid
+            whole = self.end - self.start + self.remaining
+            if self.unframed or whole > self.owner.resync_limit:
+                # Its header, cut by a segment, turned out invalid or too long.
                 self._flush(self.end, ts, "")
                 self._lost(self.end, "a packet whose length could not be trusted")
             return

@@ -120,7 +120,8 @@ def test_invalid_remaining_length_resynchronises(codec: ModuleType) -> None:
     check_accounting(records)
 
 
-def test_oversized_bad_packet_resynchronises(codec: ModuleType) -> None:
+@pytest.mark.parametrize("sizes", [[1460], [3]], ids=["whole", "in-3-byte-segments"])
+def test_oversized_bad_packet_resynchronises(codec: ModuleType, sizes: list[int]) -> None:
     """A bad packet claiming more than resync_limit bytes (1 MiB by default): its length
     is not trusted, and the bytes up to the next trusted boundary are skipped, saying
     why."""
@@ -130,11 +131,18 @@ def test_oversized_bad_packet_resynchronises(codec: ModuleType) -> None:
     # is 0 + 9 * 128 + 122 * 128**2.
     bad = bytes([0x36, 0x80, 0x89, 0x7A]) + bytes(96)
     segs = (flow.open() + flow.send(0, mw.Connect("c", protocol_version=4).encode(4))
-            + flow.send(1, mw.ConnAck().encode(4)) + flow.send(0, bad)
-            + flow.send(0, bytes(50)) + flow.send(0, mw.PingReq().encode(4)) + flow.close())
+            + flow.send(1, mw.ConnAck().encode(4)) + flow.send(0, bad, sizes)
+            + flow.send(0, bytes(50), sizes) + flow.send(0, mw.PingReq().encode(4))
+            + flow.close())
     records = read(write(frames_for(flow, segs)), codec)
-    c2s = [(r.kind, r.length) for r in records if r.direction == "c2s"]
-    assert c2s == [("packet", 15), ("error", 100), ("error", 50), ("packet", 2)]
-    assert "[MQTT-3.3.1-4]" in records[2].error  # type: ignore[operator]
-    assert "no trusted packet boundary after a packet whose length" in records[3].error  # type: ignore[operator]
+    c2s = [r for r in records if r.direction == "c2s"]
+    assert [r.kind for r in c2s] == ["packet", "error", "error", "packet"]
+    # The bad packet's error covers what had come when its length was known (the whole
+    # first segment, or the two 3-byte segments that hold its header); the rest, to the
+    # PINGREQ's segment, is skipped.
+    assert c2s[1].length == (100 if sizes == [1460] else 6)
+    assert c2s[1].length + c2s[2].length == 150  # type: ignore[operator]
+    assert "[MQTT-3.3.1-4]" in c2s[1].error  # type: ignore[operator]
+    assert c2s[2].error == ("skipped: no trusted packet boundary after a packet whose "
+                            "length could not be trusted")
     check_accounting(records)

@@ -324,3 +324,36 @@ def test_capture_that_begins_inside_a_packet(codec: ModuleType, joined: Joined,
     expected = Counter((r.packet_type, r.topic) for r in whole
                        if r.frame >= start and r is not big)  # type: ignore[operator]
     assert Counter((r.packet_type, r.topic) for r in records if r.kind == "packet") == expected
+
+
+@pytest.mark.spark
+def test_joined_capture_pipeline(joined: Joined, tmp_path: Path) -> None:
+    """`mqttwire pipeline` on the joined capture (local[1], a process of its own): the
+    packets table holds what tshark dissects, type by type, each connection says how
+    its level was known, and summary.md counts the connections joined mid-stream."""
+    import pyarrow.dataset as ds
+
+    from mqttwire.spark import JavaMissing, find_java
+
+    try:
+        find_java()
+    except JavaMissing as exc:
+        pytest.skip(f"Spark needs Java: {exc}")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "mqttwire", "pipeline", str(joined.path), "--out",
+                    str(out), "--master", "local[1]", "--port", str(joined.port),
+                    "--progress", "0"], check=True, timeout=600, capture_output=True)
+    packets = ds.dataset(out / "packets", format="parquet", partitioning="hive").to_table()
+    rows = packets.to_pylist()
+    assert {r["kind"] for r in rows} == {"packet"}
+    ours = Counter(int(PacketType[r["packet_type"]]) for r in rows)
+    assert ours == Counter(t for t, _ in tshark_packets(joined.path, joined.port))
+    connections = ds.dataset(out / "connections", format="parquet").to_table().to_pylist()
+    assert sorted((c["protocol_version"], c["version_source"], c["joined_mid_stream"])
+                  for c in connections) == sorted(
+        [(4, "inferred", True)] * 2 + [(5, "inferred", True)] * 2 + [(4, "default", True)])
+    summary = (out / "summary.md").read_text()
+    assert ("5 MQTT connection(s); 5 joined mid-stream (their CONNECT is not in the "
+            "capture: they were open when it began, or the CONNECT was lost): 1: 3.1.1 "
+            "assumed, their traffic fitting 3.1.1 and 5.0 alike (PINGs only, say); 4: level "
+            "inferred from their traffic.") in summary
