@@ -76,8 +76,8 @@ def read_capture(
             ``Record.payload``; None (the default) keeps no payloads.
         codec: the codec module; the default is the one ``import mqttwire`` chose.
         version: the protocol level (3, 4, 5) to assume for connections whose CONNECT is
-            not in the capture; None accounts their bytes as skipped (error records)
-            until a CONNECT.
+            not in the capture; None infers it from their traffic (see
+            ``Record.version_source``).
         name: the capture's name in records and connection ids; default the file's base
             name.
         max_pending: the most out-of-order bytes held per TCP stream.

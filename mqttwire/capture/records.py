@@ -900,7 +900,8 @@ class MqttStreams:
         codec: the codec module (``mqttwire._pure`` or ``mqttwire._speedups``).
         payload_limit: keep PUBLISH payloads cut to this many bytes; None keeps none.
         version: the protocol level to assume for connections whose CONNECT is not in
-            the capture; None skips their bytes (as error records).
+            the capture; None infers it from their traffic (see the module's
+            docstring).
         resync_limit: the largest packet accepted as a resynchronisation point.
         max_pending: the reassembler's limit of out-of-order bytes held per stream.
         stream_ends: also append a record of kind "end" when a direction of an MQTT
