@@ -86,13 +86,51 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
     _fail_unexpected_skip(outcome.get_result())
 
 
+# Test modules that share one xdist group, so that their session-scoped fixtures are made
+# once: the local Spark run of tests/spark/conftest.py (over a minute) is the reference of
+# both the pipeline's tests and the cluster's.
+_SHARED_GROUPS = {
+    "tests/spark/test_pipeline.py": "tests/spark/local-run",
+    "tests/spark/test_cluster.py": "tests/spark/local-run",
+}
+
+
+_GROUP = pytest.StashKey[str]()  # an item's xdist group
+
+
+def _weight(item: pytest.Item) -> int:
+    """How early a test's group should start: the wheel builds (minutes each), then the
+    other long tests, then the rest."""
+    if item.get_closest_marker("packaging") is not None:
+        return 0
+    if item.get_closest_marker("slow") is not None:
+        return 1
+    return 2
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist's ``--dist loadgroup``, a test module's tests run on one worker,
     so that its module- and session-scoped fixtures (a live capture, a Spark session) are
     set up once, as with ``--dist loadfile``; unless a test names an ``xdist_group`` of
-    its own, as the long wheel tests do, so that they spread over the workers.  (Before
-    xdist's own hook, which reads the groups.)"""
+    its own, as the long wheel tests do, so that they spread over the workers, or its
+    module shares a group (_SHARED_GROUPS).  (Before xdist's own hook, which reads the
+    groups.)
+
+    The groups with the longest tests come first, so that the workers start them first
+    and do not end on one of them alone (scripts/test.sh passes --no-loadscope-reorder,
+    which keeps this order rather than xdist's, by number of tests).  Within a group, the
+    order of collection is kept."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+            module = item.nodeid.split("::", 1)[0]
+            item.add_marker(pytest.mark.xdist_group(_SHARED_GROUPS.get(module, module)))
+    group_weight: dict[str, int] = {}
+    for item in items:
+        marker = item.get_closest_marker("xdist_group")
+        assert marker is not None
+        group = str(marker.args[0] if marker.args else marker.kwargs.get("name"))
+        group_weight[group] = min(group_weight.get(group, 2), _weight(item))
+        item.stash[_GROUP] = group
+    items.sort(key=lambda item: group_weight[item.stash[_GROUP]])
+

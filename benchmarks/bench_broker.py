@@ -134,6 +134,8 @@ def broker(request: pytest.FixtureRequest,
     if request.param == "mosquitto":
         proc, port = _start_mosquitto(tmp_path_factory.mktemp("mosquitto"))
     else:
+        if request.param == "cython":
+            request.getfixturevalue("speedups")  # skips on a pure-Python install
         proc, port = _start_example(request.param)
     try:
         yield request.param, port
@@ -271,6 +273,8 @@ def test_broker_throughput(benchmark: Any, broker: tuple[str, int], qos: int,
         benchmark.pedantic(transfer, setup=setup, teardown=teardown, rounds=ROUNDS)
     finally:
         loop.close()
+    if benchmark.disabled:  # --benchmark-disable: one untimed round, no statistics
+        return
     # The median round: the machine is shared, and one busy moment should not decide.
     seconds = benchmark.stats.stats.median
     benchmark.extra_info.update(

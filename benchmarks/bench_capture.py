@@ -291,4 +291,3 @@ def test_pipeline_local2(benchmark: Any, big_capture: Capture,
     info["outside_pipeline_timer_s"] = round(m.wall - float(done.group(2)), 2)
     info["command"] = ("python -m mqttwire pipeline FILE --out DIR --master local[2] "
                        "--progress 0")
-    info["PYSPARK_SUBMIT_ARGS"] = env["PYSPARK_SUBMIT_ARGS"]

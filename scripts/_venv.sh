@@ -9,11 +9,13 @@ section() {
 }
 
 # ensure_venv [DIR]: create the virtualenv DIR (default .venv) with $PYTHON (default
-# python3) unless a working one is there, and bring its pip to a version that knows build
+# python3) unless a working one of the same Python version is there, and bring its pip to a version that knows build
 # constraints (pip >= 25.3; see below).  Sets VENV_PY to the venv's interpreter.
 ensure_venv() {
     local python=${PYTHON:-python3} dir=${1:-.venv}
-    if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c 'import sys' 2>/dev/null; then
+    local want='import sys; print("%d.%d" % sys.version_info[:2])'
+    if [ -x "$dir/bin/python" ] && [ "$("$dir/bin/python" -c "$want" 2>/dev/null)" = \
+            "$("$python" -c "$want")" ]; then
         echo "reusing $dir ($("$dir/bin/python" --version))"
     else
         if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then

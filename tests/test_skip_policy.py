@@ -56,6 +56,9 @@ def _pytest(tmp_path: Path, files: dict[str, str], ci: str | None) -> tuple[int,
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    # Only pytest and the copied conftest.py: no installed plugin (hypothesis, xdist,
+    # benchmark) to load, which would make each run several times slower.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if ci is not None:
         env["CI"] = ci
     proc = subprocess.run(
