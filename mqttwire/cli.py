@@ -37,16 +37,33 @@ def _hex_bytes(text: str) -> bytes:
         raise argparse.ArgumentTypeError(f"not hex bytes: {text!r}") from None
 
 
+def _integer(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+
+
 def _port(text: str) -> int:
-    value = int(text)
+    value = _integer(text, "a TCP port (1 to 65535)")
     if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"not a TCP port: {text}")
+        raise argparse.ArgumentTypeError(f"not a TCP port (1 to 65535): {text}")
     return value
 
 
 def _non_negative(text: str) -> int:
-    value = int(text)
+    value = _integer(text, "a whole number")
     if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
     return value
 
@@ -74,13 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Decode one MQTT control packet and print it.")
     p.add_argument("hex", nargs="+", type=_hex_bytes, metavar="HEX",
                    help="the packet's bytes in hex (several arguments are concatenated)")
-    p.add_argument("--version", type=int, choices=(3, 4, 5), default=5,
+    p.add_argument("--version", type=int, choices=(3, 4, 5),
                    help="protocol level: 3 (MQTT 3.1), 4 (3.1.1), 5 (5.0, the default); "
                    "a CONNECT carries its own")
 
     p = sub.add_parser("dissect", help="print the MQTT records of a capture (no Spark)",
                        description="Read a pcap or pcapng capture, reassemble TCP, and "
-                       "print one line per MQTT packet, error or gap.")
+                       "print one line per MQTT packet, error or gap.  Where the file stops "
+                       "being a capture, it says so on stderr and stops: exit status 1 if "
+                       "nothing of it could be read, else 0.")
     p.add_argument("capture", help="a pcap or pcapng file")
     p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
                    help="an MQTT server port (repeatable; default 1883); a connection on "
@@ -94,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         "pipeline", help="captures to Parquet tables and a summary, on Spark",
         description="Decode capture files on Spark (one task per file) and write the "
         "tables packets, connections, messages, retained and errors as Parquet under "
-        "DIR, then print a summary and write DIR/summary.md with a message-rate chart.")
+        "DIR, then print a summary and write DIR/summary.md with a message-rate chart.  "
+        "Exit status 1 when no input could be read as a capture; 0 when some could (the "
+        "others are named, and get rows in the errors table).")
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="capture files, directories or globs: local paths or any URI "
                    "that Spark's Hadoop filesystems read (hdfs://, s3a://, ...)")
@@ -106,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
                    help="an MQTT server port (repeatable; default 1883)")
     p.add_argument("--payload-limit", type=_non_negative, metavar="N",
-                   help="keep PUBLISH payloads cut to N bytes in the tables (default: none)")
+                   help="cut PUBLISH payloads to N bytes in the tables (default: keep "
+                   "them whole; 0 keeps none)")
     p.add_argument("--assume-version", type=int, choices=(3, 4, 5), metavar="LEVEL",
                    help=ASSUME_HELP)
     p.add_argument("--reader", choices=("auto", "stream", "binaryfile"), default="auto",
@@ -114,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "shared filesystems), binaryfile (Spark's binaryFile source, any Hadoop "
                    "URI, files under 2 GiB), auto (stream for local paths, else "
                    "binaryfile; the default)")
-    p.add_argument("--progress", type=float, default=5.0, metavar="SECONDS",
+    p.add_argument("--progress", type=_seconds, default=5.0, metavar="SECONDS",
                    help="seconds between progress lines (0: none; default 5)")
     p.add_argument("--summary-dir", metavar="DIR",
                    help="where summary.md and the chart go (default: --out when it is a "
@@ -135,17 +157,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_LEVELS = {3: "MQTT 3.1", 4: "MQTT 3.1.1", 5: "MQTT 5.0"}
+
+
 def _decode(args: argparse.Namespace) -> int:
     import mqttwire
 
     data = b"".join(args.hex)
+    version = args.version or 5
     try:
-        packet = mqttwire.decode(data, version=args.version)
+        packet = mqttwire.decode(data, version=version)
     except mqttwire.MQTTWireError as exc:
         print(f"mqttwire: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if args.version is None and data[:1] and data[0] >> 4 != 1:
+            # Only a CONNECT says its level; any other packet was read as 5.0, and a
+            # 3.1.1 packet of a type with properties at 5.0 fails so.
+            fits = [v for v in (4, 3) if _decodes(data, v)]
+            hint = (f"it decodes at level {fits[0]} ({_LEVELS[fits[0]]}): add --version "
+                    f"{fits[0]}" if fits else "it does not decode at level 4 or 3 either")
+            print(f"mqttwire: read as {_LEVELS[5]}, the default; {hint}", file=sys.stderr)
         return 1
     print(repr(packet))
     return 0
+
+
+def _decodes(data: bytes, version: int) -> bool:
+    import mqttwire
+
+    try:
+        mqttwire.decode(data, version=version)
+    except mqttwire.MQTTWireError:
+        return False
+    return True
 
 
 def _dissect(args: argparse.Namespace) -> int:
@@ -153,9 +196,16 @@ def _dissect(args: argparse.Namespace) -> int:
 
     ports = args.ports or [1883]
     told: set[str] = set()  # connections whose inferred level was announced
+    frames = False  # whether any record came from a frame of the capture
     try:
         for rec in read_capture(args.capture, ports=ports, payload_limit=args.payload_limit,
                                 version=args.assume_version):
+            if rec.kind == "capture_error":
+                # The file stops being a capture here: said on stderr, and with exit
+                # status 1 if nothing of it could be read (not a capture at all).
+                print(f"mqttwire: {rec.error}", file=sys.stderr)
+                return 0 if frames else 1
+            frames = True
             if rec.version_source in _INFERRED and rec.connection_id not in told:
                 told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
                 print(f"# {rec.connection_id}: "
@@ -215,7 +265,13 @@ def _pipeline(args: argparse.Namespace) -> int:
         payload_limit=args.payload_limit, version=args.assume_version, reader=args.reader,
         progress_interval=args.progress, summary_dir=args.summary_dir,
         driver_memory=args.driver_memory, executor_memory=args.executor_memory)
-    run_pipeline(options)
+    result = run_pipeline(options)
+    # Exit status 1 when no input could be read at all; when only some could not, 0 (the
+    # summary and the errors table name them).
+    if result.files and len(result.bad_captures) == len(result.files):
+        print("mqttwire pipeline: no input could be read as a capture (see the errors "
+              "table and the summary)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,9 +3,10 @@
 #
 # The caller has `set -euo pipefail` and has cd'ed to the repository root.
 
-# section TITLE: a header that stands out in a long CI log.
+# section TITLE: a header that stands out in a long CI log, with the seconds since the
+# script started.
 section() {
-    printf '\n==== %s ====\n' "$*"
+    printf '\n==== %s ==== [%d s]\n' "$*" "$SECONDS"
 }
 
 # ensure_venv [DIR]: create the virtualenv DIR (default .venv) with $PYTHON (default

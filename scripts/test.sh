@@ -85,25 +85,6 @@ run_pytest() {
 # pytest_collection_modifyitems; --no-loadscope-reorder keeps that order).
 PARALLEL=(-n "${MQTTWIRE_TEST_WORKERS:-auto}" --dist loadgroup --no-loadscope-reorder)
 
-failed=0
-if [ -z "$pure" ]; then
-    section "Virtualenv .venv"
-    ensure_venv .venv
-
-    section "Install mqttwire (editable, test and spark extras)"
-    # The spark extra brings pyspark (about 490 MB): installed once per .venv, later runs
-    # only check it.
-    install_editable test,spark
-    # Fail here, with a clear message, rather than with every Cython test failing one by one.
-    "$VENV_PY" -c '
-import mqttwire, mqttwire._speedups as ext
-assert mqttwire.IMPLEMENTATION == "cython", mqttwire.IMPLEMENTATION
-print("extension built in place:", ext.__file__)'
-
-    section "pytest: the whole suite, both implementations"
-    run_pytest "$VENV_PY" "${PARALLEL[@]}" || failed=1
-fi
-
 # is_ci: whether CI is set as conftest.py's ci() reads it (anything but "", 0 or false).
 is_ci() {
     case "$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]' | tr -d '[:space:]')" in
@@ -139,23 +120,26 @@ oldest_python() {
     fi
 }
 
-section "Pure-Python wheel (no extension) in a second virtualenv, .pure/venv"
-# Built from a copy of the sources without any build product, so that no compiled module
-# left in the tree (the editable install puts them there) can reach the wheel.
-rm -rf .pure/src .pure/dist .pure/run
-mkdir -p .pure
-python3 - <<'EOF'
+# prepare_pure: build the pure-Python wheel (no extension) and install it into a second
+# virtualenv, .pure/venv, with the oldest CPython.  Built from a copy of the sources
+# without any build product, so that no compiled module left in the tree (the editable
+# install puts them there) can reach the wheel.  Mostly downloads and unpacking: it runs
+# beside the first pass.
+prepare_pure() {
+    local pure_python wheel
+    rm -rf .pure/src .pure/dist
+    python3 - <<'EOF'
 import shutil
 shutil.copytree(".", ".pure/src", ignore=shutil.ignore_patterns(
     ".git", ".venv", ".pure", "build", "dist", "out", "*.egg-info", "__pycache__",
     ".hypothesis", ".benchmarks", "*.so", "*.pyd", "*.c", "*.html"))
 EOF
-pure_python=$(oldest_python)
-PYTHON=$pure_python ensure_venv .pure/venv
-PIP_BUILD_CONSTRAINT=$PWD/requirements/cython.txt MQTTWIRE_PURE_PYTHON=1 \
-    "$VENV_PY" -m pip wheel --quiet --no-deps --wheel-dir .pure/dist ./.pure/src
-wheel=$(ls .pure/dist/mqttwire-*.whl)
-"$VENV_PY" - "$wheel" <<'EOF'
+    pure_python=$(oldest_python)
+    PYTHON=$pure_python ensure_venv .pure/venv
+    PIP_BUILD_CONSTRAINT=$PWD/requirements/cython.txt MQTTWIRE_PURE_PYTHON=1 \
+        "$VENV_PY" -m pip wheel --quiet --no-deps --wheel-dir .pure/dist ./.pure/src
+    wheel=$(ls .pure/dist/mqttwire-*.whl)
+    "$VENV_PY" - "$wheel" <<'EOF'
 import sys, zipfile
 wheel = sys.argv[1]
 assert wheel.endswith("-py3-none-any.whl"), f"not a pure wheel: {wheel}"
@@ -163,10 +147,52 @@ compiled = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith((".so", "
 assert not compiled, f"the pure wheel holds compiled modules: {compiled}"
 print("pure wheel:", wheel)
 EOF
-# The wheel's dependencies and the test, spark and bench extras (pip's cache makes a
-# second pyspark install cheap); --force-reinstall of mqttwire alone, for a changed tree.
-"$VENV_PY" -m pip install --quiet "$wheel[test,spark,bench]"
-"$VENV_PY" -m pip install --quiet --no-deps --force-reinstall "$wheel"
+    # The wheel's dependencies and the test, spark and bench extras (pip's cache makes a
+    # second pyspark install cheap); --force-reinstall of mqttwire alone, for a changed
+    # tree.
+    "$VENV_PY" -m pip install --quiet "$wheel[test,spark,bench]"
+    "$VENV_PY" -m pip install --quiet --no-deps --force-reinstall "$wheel"
+}
+
+failed=0
+mkdir -p .pure
+rm -rf .pure/run
+if [ -z "$pure" ]; then
+    section "Virtualenv .venv"
+    ensure_venv .venv
+
+    section "Install mqttwire (editable, test and spark extras)"
+    # The spark extra brings pyspark (about 490 MB): installed once per .venv, later runs
+    # only check it.
+    install_editable test,spark
+    # Fail here, with a clear message, rather than with every Cython test failing one by one.
+    "$VENV_PY" -c '
+import mqttwire, mqttwire._speedups as ext
+assert mqttwire.IMPLEMENTATION == "cython", mqttwire.IMPLEMENTATION
+print("extension built in place:", ext.__file__)'
+
+    section "Pure-Python wheel (no extension) into .pure/venv, in the background"
+    prepare_pure >.pure/prepare.log 2>&1 &
+    preparing=$!
+    echo "log: .pure/prepare.log"
+
+    section "pytest: the whole suite, both implementations"
+    run_pytest "$VENV_PY" "${PARALLEL[@]}" || failed=1
+
+    section "Pure-Python wheel (no extension) into .pure/venv: the background job's log"
+    prepared=0
+    wait "$preparing" || prepared=$?
+    cat .pure/prepare.log
+    if [ "$prepared" -ne 0 ]; then
+        echo "FAILED: preparing the pure-Python install (exit code $prepared)" >&2
+        exit 1
+    fi
+else
+    section "Pure-Python wheel (no extension) into .pure/venv"
+    prepare_pure
+fi
+VENV_PY=$PWD/.pure/venv/bin/python
+
 # Run outside the source tree, from a copy of what the tests read, so that `import
 # mqttwire` can only be the installed pure wheel.
 mkdir .pure/run
@@ -180,8 +206,12 @@ assert importlib.util.find_spec("mqttwire._speedups") is None, "an extension is 
 print("import mqttwire:", mqttwire.__file__, "(pure)")'
 
     section "pytest: the whole suite against the pure wheel (--no-c-extensions)"
-    # packaging: tests/test_wheel.py builds the extension wheels; the pass above ran it.
-    run_pytest "$VENV_PY" "${PARALLEL[@]}" --no-c-extensions -m "not packaging" || exit 1
+    # packaging: tests/test_wheel.py builds the extension wheels; once: long system tests
+    # whose subject does not depend on the implementation (pyproject's markers).  Both
+    # ran in the pass above, unless this is MQTTWIRE_PURE_PYTHON's pass alone.
+    deselect="not packaging"
+    [ -n "$pure" ] || deselect="not packaging and not once"
+    run_pytest "$VENV_PY" "${PARALLEL[@]}" --no-c-extensions -m "$deselect" || exit 1
 
     section "pytest benchmarks/: each benchmark once, without the extension"
     # --benchmark-disable runs each benchmark body once, untimed: proof that the suites

@@ -264,8 +264,9 @@ def _seed_example_2(m: ModuleType) -> Any:
 
 
 # The two wire examples of a Markdown rendering of the 3.1.1 PUBLISH section (its §5.3.7),
-# with their Remaining Lengths corrected (tests/vectors/README.md, "Provenance").  Example 1: RL = 2 + 12 ("sensors/temp") + 4 ("22.5")
-# = 18 = 0x12 (the document prints 0x10).
+# with their Remaining Lengths corrected (tests/vectors/README.md, "Provenance").
+# Example 1: RL = 2 + 12 ("sensors/temp") + 4 ("22.5") = 18 = 0x12 (the document prints
+# 0x10).
 # Example 2: first byte 0x30 | QoS 1 << 1 | RETAIN = 0x33;
 # RL = 2 + 6 ("status") + 2 (packet id) + 6 ("online") = 16 = 0x10 (printed: 0x0E).
 for _level in (3, 4):
@@ -291,10 +292,11 @@ vector("publish-v4-utf8-topic", 4,
 )
 # RL = 2 + 1 + property length 1 = 4.
 vector("publish-v5-qos0-empty", 5, wire("30 04 00 01", b"t", "00"))(lambda m: m.Publish("t"))
-# The PUBLISH captured from a broker (tests/vectors/README.md, "Provenance"): topic "request" (2 + 7 = 9),
-# properties 02 00 00 01 2c (message expiry 300, 5) + 08 00 08 "response" (11) = 16 = 0x10
-# (block 1 + 16 = 17), payload "This is a QoS 0 message" (23).  RL = 9 + 17 + 23 = 49
-# = 0x31.  Already in ascending identifier order, so it is also what encoding writes.
+# The PUBLISH captured from a broker (tests/vectors/README.md, "Provenance"): topic
+# "request" (2 + 7 = 9), properties 02 00 00 01 2c (message expiry 300, 5)
+# + 08 00 08 "response" (11) = 16 = 0x10 (block 1 + 16 = 17), payload "This is a QoS 0
+# message" (23).  RL = 9 + 17 + 23 = 49 = 0x31.  Already in ascending identifier order,
+# so it is also what encoding writes.
 vector(
     "publish-v5-captured-expiry-response-topic", 5,
     wire("30 31 00 07", b"request", "10 02 00 00 01 2c 08 00 08", b"response",
@@ -370,7 +372,8 @@ vector("pubcomp-v5-success", 5, wire("70 02 11 c2"))(lambda m: m.PubComp(0x11C2)
 vector("pubcomp-v5-packet-id-not-found", 5, wire("70 03 00 01 92"))(
     lambda m: m.PubComp(1, reason_code=0x92)
 )
-# The acknowledgements captured from a broker (tests/vectors/README.md, "Provenance"), longer than the shortest form:
+# The acknowledgements captured from a broker (tests/vectors/README.md, "Provenance"),
+# longer than the shortest form:
 # "If the Remaining Length is less than 4 there is no Property Length and the value of 0
 # is used" (MQTT 5.0 §3.4.2.2.1); a reason code of 0 may be written (§3.4.2.1).
 vector("puback-v5-captured-reason-0x10-property-length-0", 5, wire("40 04 64 4a 10 00"),

@@ -1,7 +1,8 @@
 """The capture pipeline on Apache Spark: captures in, Parquet tables and a summary out.
 
 Run it as ``mqttwire pipeline INPUT... --out DIR`` (see :mod:`mqttwire.cli`) or from
-Python with :func:`run_pipeline`.  The modules, in the order data flows:
+Python with :func:`run_pipeline`; :func:`read_tables` gives the same five tables as
+DataFrames, unwritten, for further work in Spark.  The modules, in the order data flows:
 
 - :mod:`.inputs`: list the input files (any Hadoop URI) on the driver;
 - :mod:`.derive`: the connections, messages and retained tables of one capture (its
@@ -17,14 +18,25 @@ Importing this package does not import pyspark; :func:`run_pipeline` does.
 
 from __future__ import annotations
 
-from .pipeline import TABLE_NAMES, PipelineOptions, PipelineResult, run_pipeline
+from .pipeline import (
+    TABLE_NAMES,
+    Counters,
+    PipelineOptions,
+    PipelineResult,
+    Tables,
+    read_tables,
+    run_pipeline,
+)
 from .session import JavaMissing, find_java
 
 __all__ = [
-           "TABLE_NAMES",
-           "JavaMissing",
-           "PipelineOptions",
-           "PipelineResult",
-           "find_java",
-           "run_pipeline",
+    "TABLE_NAMES",
+    "Counters",
+    "JavaMissing",
+    "PipelineOptions",
+    "PipelineResult",
+    "Tables",
+    "find_java",
+    "read_tables",
+    "run_pipeline",
 ]

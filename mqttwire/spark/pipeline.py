@@ -30,6 +30,10 @@ A staged row is one batch of at most 8192 rows, a few hundred kB: Spark streams 
 disk and back one by one (see the serialiser setting in :mod:`.session`), so a task's
 memory is bounded whatever the file's size, and the cache costs little to build.
 
+:func:`read_tables` is steps 1 to 3 without the writes: the five tables as lazily
+evaluated DataFrames, for a notebook or a ``spark-submit`` job; :func:`run_pipeline` (the
+command) persists them, writes them and summarises them.
+
 Why not Spark 4's Python Data Source API for step 2: it would stream files just the same
 (one partition per file), but its readers cannot update accumulators, which the progress
 report needs; a ``mapInArrow`` over a one-row-per-partition list of files can.
@@ -53,7 +57,8 @@ if TYPE_CHECKING:
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TABLE_NAMES", "PipelineOptions", "PipelineResult", "run_pipeline"]
+__all__ = ["TABLE_NAMES", "Counters", "PipelineOptions", "PipelineResult", "Tables",
+           "read_tables", "run_pipeline"]
 
 #: The tables written, in order (each to OUT/<name>).
 TABLE_NAMES = ("packets", "connections", "messages", "retained", "errors")
@@ -73,7 +78,7 @@ class PipelineOptions:
     out: str
     master: str | None = None  # None: spark-submit's, else local[*]
     ports: Sequence[int] = (1883,)
-    payload_limit: int | None = None
+    payload_limit: int | None = None  # cut PUBLISH payloads to this; None keeps them whole
     version: int | None = None  # the level to assume where a CONNECT is missing
     reader: str = "auto"  # auto, stream, binaryfile
     progress_interval: float = 5.0
@@ -112,9 +117,9 @@ class _Decoding(NamedTuple):
     version: int | None
 
 
-class _Counters(NamedTuple):
-    """The accumulators that the tasks add to as each file finishes (only these are
-    shipped to the executors)."""
+class Counters(NamedTuple):
+    """Running totals of the decoding, as Spark accumulators that the tasks add to as
+    each file finishes (read ``.value`` on the driver)."""
 
     files: Accumulator[int]
     bytes: Accumulator[int]
@@ -127,10 +132,9 @@ class _Progress:
     """The run's counters, and a driver thread that prints them every ``interval``
     seconds while decoding runs."""
 
-    def __init__(self, spark: SparkSession, total_files: int, total_bytes: int,
+    def __init__(self, counters: Counters, total_files: int, total_bytes: int,
                  interval: float, stream: Any = None) -> None:
-        sc = spark.sparkContext
-        self.counters = _Counters(*(sc.accumulator(0) for _ in _Counters._fields))
+        self.counters = counters
         self.total_files = total_files
         self.total_bytes = total_bytes
         self.interval = interval
@@ -176,7 +180,7 @@ def _clock(seconds: float) -> str:
 
 
 def _file_task(name: str, opener: Callable[[], Any], size: int, how: _Decoding,
-               counters: _Counters) -> Iterator[pa.RecordBatch]:
+               counters: Counters) -> Iterator[pa.RecordBatch]:
     """Decode one capture file into STAGED rows; any failure to read it becomes its
     error row."""
     from .batches import FileStats, decode_capture, stage
@@ -212,7 +216,7 @@ def _error_rows(name: str, error: str) -> Iterator[pa.RecordBatch]:
         yield stage(table, batch)
 
 
-def _stream_task(how: _Decoding, counters: _Counters) -> ArrowMap:
+def _stream_task(how: _Decoding, counters: Counters) -> ArrowMap:
     """mapInArrow function over (name, path, size, problem) rows: open and stream each."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -226,7 +230,7 @@ def _stream_task(how: _Decoding, counters: _Counters) -> ArrowMap:
     return run
 
 
-def _binary_task(names: dict[str, str], how: _Decoding, counters: _Counters) -> ArrowMap:
+def _binary_task(names: dict[str, str], how: _Decoding, counters: Counters) -> ArrowMap:
     """mapInArrow function over binaryFile's (path, content) rows."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -269,16 +273,15 @@ def _plan(files: list[CaptureFile], reader: str) -> tuple[list[CaptureFile], lis
     return stream, binary
 
 
-def _staged(spark: SparkSession, files: list[CaptureFile], options: PipelineOptions,
-            counters: _Counters) -> DataFrame:
+def _staged(spark: SparkSession, files: list[CaptureFile], how: _Decoding, reader: str,
+            counters: Counters) -> DataFrame:
     """The DataFrame of every table's batches (schema STAGED), one task per file."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from .schema import STAGED
 
     schema = from_arrow_schema(STAGED)
-    how = _Decoding(tuple(options.ports), options.payload_limit, options.version)
-    stream, binary = _plan(files, options.reader)
+    stream, binary = _plan(files, reader)
     parts: list[DataFrame] = []
     if stream:
         # Largest first, so that one big file does not start last; parallelize() with one
@@ -305,16 +308,89 @@ def _staged(spark: SparkSession, files: list[CaptureFile], options: PipelineOpti
     return staged
 
 
-def _table(staged: DataFrame, name: str) -> DataFrame:
-    """Table ``name`` from the staged rows: its batches unpacked, in its schema."""
+@dataclass(frozen=True)
+class Tables:
+    """The five tables of some captures as lazily evaluated DataFrames
+    (:func:`read_tables`), in the schemas of :mod:`.schema`.
+
+    All five come from one decoding of the captures: without :meth:`persist`, every
+    Spark action on a table decodes the captures again.  ``tables["packets"]`` and
+    iteration over ``(name, DataFrame)`` pairs (:meth:`items`) work as on a dict."""
+
+    packets: DataFrame
+    connections: DataFrame
+    messages: DataFrame
+    retained: DataFrame
+    errors: DataFrame
+    #: The inputs as listed, one per file, with the problem of each unreadable one.
+    files: list[CaptureFile]
+    #: Running totals, filled as actions decode the captures.
+    counters: Counters
+    #: Every table's batches, staged in one DataFrame (see the module docstring).
+    staged: DataFrame
+
+    def __repr__(self) -> str:
+        return (f"<Tables {', '.join(TABLE_NAMES)} of {len(self.files)} input file(s): "
+                f"{', '.join(f.name for f in self.files[:3])}"
+                f"{', ...' if len(self.files) > 3 else ''}>")
+
+    def __getitem__(self, name: str) -> DataFrame:
+        if name not in TABLE_NAMES:
+            raise KeyError(f"no table {name!r}: the tables are {', '.join(TABLE_NAMES)}")
+        return getattr(self, name)  # type: ignore[no-any-return]
+
+    def items(self) -> list[tuple[str, DataFrame]]:
+        return [(name, getattr(self, name)) for name in TABLE_NAMES]
+
+    def persist(self) -> Tables:
+        """Keep the decoded captures (on disk, whatever their size: see the module
+        docstring) for every later action on any of the five tables; returns self."""
+        from pyspark import StorageLevel
+
+        # On disk only: a memory level would unroll a task's whole output (a whole
+        # capture file) in the heap before spilling it.
+        self.staged.persist(StorageLevel.DISK_ONLY)
+        return self
+
+    def unpersist(self) -> Tables:
+        self.staged.unpersist()
+        return self
+
+
+def read_tables(spark: SparkSession, inputs: Sequence[str], *,
+                ports: Sequence[int] = (1883,), payload_limit: int | None = None,
+                version: int | None = None, reader: str = "auto") -> Tables:
+    """The five tables of ``inputs`` (capture files, directories or globs, local or any
+    Hadoop URI) as lazily evaluated DataFrames on ``spark``: what ``mqttwire pipeline``
+    writes, before it writes them.  The options are the pipeline's (PipelineOptions):
+    ``payload_limit`` cuts payloads (None keeps them whole), ``version`` is the level
+    assumed where a CONNECT is missing (None infers it), ``reader`` is how tasks read
+    files.  Listing the inputs runs on the driver now; nothing is decoded until an
+    action.  An unreadable input is not an exception: it is in ``files`` with its
+    problem, and gets a "capture_error" row in ``errors`` and ``packets``."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from .batches import unstage
     from .schema import TABLES
 
-    return (staged.where(F.col("table") == name).select("data")
-            .mapInArrow(unstage, from_arrow_schema(TABLES[name])))
+    if reader not in ("auto", "stream", "binaryfile"):
+        raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
+    files = list_inputs(spark, inputs)
+    sc = spark.sparkContext
+    counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
+    # read_capture keeps no payload without a limit: the pipeline keeps them whole.
+    limit = sys.maxsize if payload_limit is None else payload_limit
+    staged = _staged(spark, files, _Decoding(tuple(ports), limit, version), reader,
+                     counters)
+
+    def table(name: str) -> DataFrame:
+        return (staged.where(F.col("table") == name).select("data")
+                .mapInArrow(unstage, from_arrow_schema(TABLES[name])))
+
+    return Tables(packets=table("packets"), connections=table("connections"),
+                  messages=table("messages"), retained=table("retained"),
+                  errors=table("errors"), files=files, counters=counters, staged=staged)
 
 
 def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:
@@ -327,13 +403,13 @@ def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:
             for name in TABLE_NAMES}
 
 
-def _write_tables(staged: DataFrame, target: str) -> None:
-    """Write every table from the (persisted) staged rows, as concurrent Spark jobs: with
-    few capture files, each table is a few tasks, and this way they share the cores
+def _write_tables(tables: Tables, target: str) -> None:
+    """Write every table (from the persisted staged rows), as concurrent Spark jobs:
+    with few capture files, each table is a few tasks, and this way they share the cores
     (a single file's packets and messages are written side by side, not one after the
     other)."""
     def write(name: str) -> None:
-        writer = _table(staged, name).write.mode("overwrite")
+        writer = tables[name].write.mode("overwrite")
         if name == "packets":
             writer = writer.partitionBy("capture")
         writer.parquet(f"{target}/{name}")
@@ -348,8 +424,6 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     """Run the pipeline (see the module docstring); print progress to stderr and the
     summary and totals to ``out`` (default stdout).  ``spark``: an existing session to
     use (else one is made for ``options.master`` and stopped at the end)."""
-    from pyspark import StorageLevel
-
     from .report import write_summary
     from .session import default_master, make_session
 
@@ -360,7 +434,10 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                              conf=options.memory_conf())
     started = time.monotonic()
     try:
-        files = list_inputs(spark, options.inputs)
+        decoded = read_tables(spark, options.inputs, ports=options.ports,
+                              payload_limit=options.payload_limit, version=options.version,
+                              reader=options.reader)
+        files = decoded.files
         for f in files:
             if f.problem is not None:
                 print(f"mqttwire: {f.uri}: {f.problem} (reported in the errors table)",
@@ -368,21 +445,18 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         total = sum(f.size for f in files)
         print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
               f"{spark.sparkContext.master}", file=sys.stderr)
-        progress = _Progress(spark, len(files), total, options.progress_interval)
-        staged = _staged(spark, files, options, progress.counters)
-        # On disk only: a memory level would unroll a task's whole output (a whole
-        # capture file) in the heap before spilling it.
-        staged.persist(StorageLevel.DISK_ONLY)
+        progress = _Progress(decoded.counters, len(files), total, options.progress_interval)
+        decoded.persist()
         target = options.out.rstrip("/")
         try:
             progress.start()
             try:
-                staged.count()  # decodes every file and persists the staged rows
+                decoded.staged.count()  # decodes every file and persists the staged rows
             finally:
                 progress.stop()
-            _write_tables(staged, target)
+            _write_tables(decoded, target)
         finally:
-            staged.unpersist()
+            decoded.unpersist()
         tables = _written(spark, target)
         # Parquet keeps row counts in its footers; errors are counted by the summary.
         counts = {name: tables[name].count() for name in TABLE_NAMES if name != "errors"}

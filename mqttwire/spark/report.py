@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
     from .inputs import CaptureFile
 
-__all__ = ["Report", "markdown_table", "rate_buckets", "write_summary"]
+__all__ = ["ROUND_WIDTHS", "Report", "duration_text", "markdown_table", "rate_buckets",
+           "write_summary"]
 
 TOP = 10  # rows in the "top" and "first" lists
 CHART_BUCKETS = 100  # bars of the message-rate chart, at most
@@ -45,11 +46,28 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+#: Round bucket widths of the message-rate chart, in microseconds: 1, 2 and 5 times a power
+#: of ten, from 1 us to 5e12 us (58 days).
+ROUND_WIDTHS: tuple[int, ...] = tuple(m * 10**e for e in range(13) for m in (1, 2, 5))
+
+
 def rate_buckets(first_us: int, last_us: int, buckets: int = CHART_BUCKETS) -> int:
-    """The bucket width in whole microseconds (at least 1) that cuts the time span
-    [first_us, last_us] into at most ``buckets`` buckets."""
-    span = max(last_us - first_us, 1)
-    return max(-(-span // buckets), 1)
+    """The bucket width in microseconds that cuts the time span [first_us, last_us] into
+    at most ``buckets`` buckets: the smallest round one (:data:`ROUND_WIDTHS`) that does,
+    so that the chart's axis reads in whole milliseconds or seconds."""
+    span = max(last_us - first_us, 0)
+    for width in ROUND_WIDTHS:
+        if span // width + 1 <= buckets:
+            return width
+    return ROUND_WIDTHS[-1] * (span // (ROUND_WIDTHS[-1] * (buckets - 1)) + 1)
+
+
+def duration_text(us: int) -> str:
+    """A bucket width as people write it: "1 us", "20 ms", "5 s", "200 s"."""
+    for unit, size in (("s", 1_000_000), ("ms", 1_000)):
+        if us >= size:
+            return f"{us / size:g} {unit}"
+    return f"{us} us"
 
 
 def _connections_text(total: int, joined: dict[str | None, int]) -> str:
@@ -69,6 +87,20 @@ def _connections_text(total: int, joined: dict[str | None, int]) -> str:
                        for source, count in sorted(joined.items(), key=lambda kv: str(kv[0])))
     return (f"{text}; {n} joined mid-stream (their CONNECT is not in the capture: they "
             f"were open when it began, or the CONNECT was lost): {detail}.")
+
+
+def _retained_text(topics: int, sent: int) -> str:
+    """What the retained table holds (``topics`` rows), given ``sent`` PUBLISH packets
+    with RETAIN set from clients to the server."""
+    if not sent:
+        return ("No client sent a PUBLISH with the RETAIN flag set, so the retained table "
+                "is empty: it holds what a broker would keep after the captures.")
+    if not topics:
+        return (f"{sent} retained PUBLISH packet(s) from clients, each topic cleared "
+                "again by a retained PUBLISH with an empty payload: the retained table, "
+                "what a broker keeps after the captures, is empty.")
+    return (f"{sent} retained PUBLISH packet(s) from clients; at the end of the captures "
+            f"{topics} topic(s) hold a retained message (the retained table).")
 
 
 def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], directory: str, *,
@@ -134,11 +166,13 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
                 F.min(F.unix_micros("ts")).alias("first_us"),
                 F.max(F.unix_micros("ts")).alias("last_us"))
            .orderBy("qos", "status").collect())
-    parts += ["## QoS 1 and 2 exchanges", "",
-              markdown_table(["QoS", "status", "messages", "median latency (ms)",
-                              "max latency (ms)"],
-                             [[r["qos"], r["status"], r["n"], _ms(r["median_ms"]),
-                               _ms(r["max_ms"])] for r in qos if r["qos"]]), ""]
+    parts += ["## QoS 1 and 2 exchanges", ""]
+    exchanges = [r for r in qos if r["qos"]]
+    if exchanges:
+        parts += [markdown_table(["QoS", "status", "messages", "median latency (ms)",
+                                  "max latency (ms)"],
+                                 [[r["qos"], r["status"], r["n"], _ms(r["median_ms"]),
+                                   _ms(r["max_ms"])] for r in exchanges]), ""]
     n_unfinished = sum(r["n"] for r in qos if r["status"] in ("incomplete", "failed"))
     if n_unfinished:
         first = (messages.where(F.col("status").isin("incomplete", "failed"))
@@ -153,8 +187,15 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
                                    r["direction"], r["topic"], r["qos"], r["packet_id"],
                                    r["status"], _hex(r["ack_reason_code"]), _last_step(r)]
                                   for r in first]), ""]
-    else:
+    elif exchanges:
         parts += ["Every QoS 1 and 2 exchange in the captures completed.", ""]
+    else:
+        parts += ["No PUBLISH at QoS 1 or 2 in the captures: no exchange to complete.", ""]
+
+    # Retained messages: what the table holds, and why it may be empty.
+    retained_sent = messages.where(F.col("retain") & (F.col("direction") == "c2s")).count()
+    parts += ["## Retained messages", "", _retained_text(counts.get("retained", 0),
+                                                         retained_sent), ""]
 
     # Errors.
     parts += ["## Errors", ""]
@@ -191,8 +232,10 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
 
 
 def _rate_chart(messages: DataFrame, directory: str, lo: int, hi: int) -> str:
-    """Plot PUBLISH packets per second (published and delivered) between the times
-    ``lo`` and ``hi`` (microseconds); return the PNG's path."""
+    """Plot PUBLISH packets over time (published and delivered) between the times ``lo``
+    and ``hi`` (microseconds), in round buckets; return the PNG's path.  Buckets of a
+    second or more are shown as packets per second; shorter ones as packets per bucket,
+    since a rate scaled up from a few packets in a millisecond would mislead."""
     from pyspark.sql import functions as F
 
     width = rate_buckets(lo, hi)
@@ -205,18 +248,22 @@ def _rate_chart(messages: DataFrame, directory: str, lo: int, hi: int) -> str:
 
     n = (hi - lo) // width + 1
     seconds = width / 1e6
-    x = [i * seconds for i in range(n)]
+    per_second = width >= 1_000_000
+    scale = seconds if per_second else 1.0
+    x = [i * seconds for i in range(n + 1)]
     fig = Figure(figsize=(9, 4), dpi=100)
     ax = fig.subplots()
     for direction, label in (("c2s", "published (client to server)"),
                              ("s2c", "delivered (server to client)")):
-        series = [0.0] * n
+        series = [0.0] * (n + 1)  # the last value closes the last bucket's step
         for r in counts:
             if r["direction"] == direction:
-                series[r["bucket"]] = r["count"] / seconds
+                series[r["bucket"]] = r["count"] / scale
+        series[n] = series[n - 1]
         ax.step(x, series, where="post", label=label)
-    ax.set_xlabel(f"seconds since the first message (buckets of {seconds:.6g} s)")
-    ax.set_ylabel("PUBLISH packets per second")
+    ax.set_xlabel(f"seconds since the first message (buckets of {duration_text(width)})")
+    ax.set_ylabel("PUBLISH packets per second" if per_second
+                  else f"PUBLISH packets per {duration_text(width)}")
     ax.set_title("Message rate")
     ax.legend()
     fig.tight_layout()

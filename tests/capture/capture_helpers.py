@@ -8,8 +8,8 @@ import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest

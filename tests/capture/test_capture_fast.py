@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 from capture_helpers import T0, conversation, encode_all, segments_for, write
-from conftest import assert_same_records, cython_codec, fast_expected, reference_records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import assert_same_records, cython_codec, fast_expected, reference_records
 from mqttwire.capture import MqttStreams, _fast, read_capture
 from mqttwire.capture.link import (
     LINKTYPE_ETHERNET,

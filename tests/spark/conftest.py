@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_scenarios import Written, capture_a, capture_b, capture_c
+from spark_scenarios import Written, capture_a, capture_b, capture_c, comparable_rows
 
 NOT_A_CAPTURE = b"These are notes, not a capture.\n" * 4
 
@@ -58,17 +58,27 @@ def _needs_java(request: pytest.FixtureRequest) -> None:
 
 @dataclass
 class LocalRun:
-    """The local pipeline's output directories and results, per reader."""
+    """The local pipeline's output directories and results, per reader; and the rows of
+    the tables as read_tables gives them (stream reader, payloads whole), per table, as
+    comparable_rows makes them."""
 
     out: dict[str, Path]
     results: dict[str, Any]
+    frames: dict[str, list[dict[str, Any]]]
 
 
 @pytest.fixture(scope="session")
 def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRun]:
-    """The pipeline run on local[2] over ``captures``, once with each reader (one Spark
-    session for both; stopped before any other Spark starts)."""
-    from mqttwire.spark import JavaMissing, PipelineOptions, find_java, run_pipeline
+    """The pipeline run on local[2] over ``captures``, once with each reader, and
+    read_tables over them with the default options (one Spark session for the three;
+    stopped before any other Spark starts)."""
+    from mqttwire.spark import (
+        JavaMissing,
+        PipelineOptions,
+        find_java,
+        read_tables,
+        run_pipeline,
+    )
     from mqttwire.spark.session import make_session
 
     try:
@@ -76,7 +86,7 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
     except JavaMissing as exc:
         pytest.skip(f"Spark needs Java: {exc}")
     spark = make_session("local[2]")
-    run = LocalRun({}, {})
+    run = LocalRun({}, {}, {})
     try:
         for reader in ("stream", "binaryfile"):
             out = tmp_path_factory.mktemp(f"out-{reader}")
@@ -84,6 +94,10 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
                                       payload_limit=4, reader=reader, progress_interval=0)
             run.results[reader] = run_pipeline(options, spark=spark)
             run.out[reader] = out
+        tables = read_tables(spark, captures.inputs).persist()
+        run.frames = {name: comparable_rows(frame.toArrow().to_pylist())
+                      for name, frame in tables.items()}
+        tables.unpersist()
     finally:
         spark.stop()
     yield run

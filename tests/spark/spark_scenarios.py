@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -154,12 +155,16 @@ def capture_b(path: Path) -> Written:
 # Capture C: a truncated file (its last frame, a bare ACK, cut in the middle).
 
 
+#: Longer than the tests' payload limit (4), so that cut and whole payloads differ.
+DELTA_PAYLOAD = b"delta's payload, longer than the limit"
+
+
 def capture_c(path: Path) -> Written:
     flows = {"delta": (flow(50004), 5)}
     steps = [
         Step("delta", CLIENT, mw.Connect("delta", protocol_version=5)),
         Step("delta", SERVER, mw.ConnAck()),
-        Step("delta", CLIENT, mw.Publish("d/x", b"dd"), label="d/x"),
+        Step("delta", CLIENT, mw.Publish("d/x", DELTA_PAYLOAD), label="d/x"),
         Step("delta", CLIENT, end="fin"),
     ]
     return write_capture(path, flows, steps, cut=10)
@@ -180,3 +185,21 @@ def read_rows(out: Path, table: str) -> list[dict[str, Any]]:
         if "capture" in row and row["capture"] is not None:
             row["capture"] = str(row["capture"])
     return sorted(rows, key=lambda r: repr(sorted(r.items())))
+
+
+def comparable_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with every time as integer microseconds since the epoch (a time without a
+    zone taken as UTC, as the pipeline writes them), in a stable order: rows read from
+    Parquet and rows collected from a DataFrame compare equal so."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=timezone.utc)
+            return (value - EPOCH) // timedelta(microseconds=1)
+        return value
+
+    out = [{key: plain(value) for key, value in row.items()} for row in rows]
+    return sorted(out, key=lambda r: repr(sorted(r.items())))
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

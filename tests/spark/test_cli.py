@@ -14,6 +14,8 @@ from spark_scenarios import CLIENT, Step, capture_b, flow, write_capture
 import mqttwire._pure as mw
 from mqttwire import cli
 from mqttwire.cli import main
+from mqttwire.spark import PipelineResult
+from mqttwire.spark.inputs import CaptureFile
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,6 +31,26 @@ def test_decode_reports_malformed_bytes(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["decode", "3603000178"]) == 1
     err = capsys.readouterr().err
     assert "MalformedPacket" in err and "MQTT-3.3.1-4" in err
+
+
+def test_decode_without_version_hints_at_the_level(capsys: pytest.CaptureFixture[str]) -> None:
+    # PUBLISH QoS 0 "a/b" payload "x" at 3.1.1: 0x30, Remaining Length 6 = 2+3 topic + 1.
+    # Read as 5.0 (the default), the payload's 0x78 is a property length past the end.
+    assert main(["decode", "30060003612f6278"]) == 1
+    err = capsys.readouterr().err
+    assert "MalformedPacket" in err
+    assert ("read as MQTT 5.0, the default; it decodes at level 4 (MQTT 3.1.1): add "
+            "--version 4") in err
+    # Given the level, no hint: the bytes are wrong as they are.
+    assert main(["decode", "30060003612f6278", "--version", "5"]) == 1
+    assert "the default" not in capsys.readouterr().err
+    # Wrong at every level: said so.  (0x36: both QoS bits set, [MQTT-3.3.1-4].)
+    assert main(["decode", "3603000178"]) == 1
+    assert "it does not decode at level 4 or 3 either" in capsys.readouterr().err
+    # A CONNECT carries its own level: nothing to hint.  (Remaining Length 12 holds the
+    # variable header, 10 bytes, and the client id's length, 1, but not its byte.)
+    assert main(["decode", "100c00044d5154540402003c0001"]) == 1
+    assert "the default" not in capsys.readouterr().err
 
 
 def test_decode_rejects_non_hex() -> None:
@@ -73,6 +95,27 @@ def test_dissect_infers_or_assumes_the_version(tmp_path: Path,
     assert "fits 3.1.1 and 5.0 alike; decoded at level 4" in note and "PingReq()" in line
 
 
+def test_dissect_fails_on_a_file_that_is_no_capture(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("These are notes, not a capture.\n")
+    assert main(["dissect", str(notes)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "notes.txt: not a pcap or pcapng file" in err
+
+
+def test_dissect_of_a_cut_capture_prints_what_it_read(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path) -> None:
+    written = capture_b(tmp_path / "b.pcap")
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(written.path.read_bytes()[:-3])  # the last frame cut short
+    assert main(["dissect", str(cut)]) == 0  # a partial read: documented as 0
+    out, err = capsys.readouterr()
+    assert "Connect(client_id='gamma'" in out
+    assert "cut.pcap" in err
+
+
 def test_dissect_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["dissect", str(tmp_path / "nope.pcap")]) == 1
     assert "nope.pcap" in capsys.readouterr().err
@@ -113,7 +156,8 @@ def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
     seen: list[PipelineOptions] = []
-    monkeypatch.setattr("mqttwire.spark.run_pipeline", seen.append)
+    monkeypatch.setattr("mqttwire.spark.run_pipeline",
+                        lambda options: seen.append(options) or _result(2, bad=0))
     assert main(["pipeline", "x.pcap", "--out", str(tmp_path), "--driver-memory", "2G",
                  "--executor-memory", "512m"]) == 0
     (options,) = seen
@@ -121,6 +165,53 @@ def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
                                      "spark.executor.memory": "512m"}
     assert main(["pipeline", "x.pcap", "--out", str(tmp_path)]) == 0
     assert seen[1].memory_conf() == {}  # Spark's defaults
+
+
+def _result(files: int, bad: int) -> PipelineResult:
+    """What run_pipeline returns after reading ``files`` inputs, ``bad`` of them not (or
+    not to the end)."""
+    names = [f"f{i}.pcap" for i in range(files)]
+    return PipelineResult([CaptureFile(f"file:/d/{n}", 1, n) for n in names], 0, 0, bad,
+                          1.0, "summary.md", None, "", {}, names[:bad])
+
+
+@pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
+@pytest.mark.parametrize(("files", "bad", "status"), [(2, 2, 1), (2, 1, 0), (1, 0, 0)])
+def test_pipeline_fails_when_no_input_could_be_read(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        files: int, bad: int, status: int) -> None:
+    monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
+    monkeypatch.setattr("mqttwire.spark.run_pipeline", lambda options: _result(files, bad))
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path)]) == status
+    said = "no input could be read as a capture" in capsys.readouterr().err
+    assert said == (status == 1)
+
+
+def test_pipeline_keeps_payloads_whole_unless_told(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(["pipeline", "x.pcap", "--out", str(tmp_path)])
+    assert args.payload_limit is None  # PipelineOptions: None keeps payloads whole
+    args = parser.parse_args(["pipeline", "x.pcap", "--out", "o", "--payload-limit", "16"])
+    assert args.payload_limit == 16
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--port", "abc", "not a TCP port (1 to 65535): 'abc'"),
+    ("--port", "70000", "not a TCP port (1 to 65535): 70000"),
+    ("--payload-limit", "x", "not a whole number: 'x'"),
+    ("--payload-limit", "-1", "must be 0 or more: -1"),
+    ("--progress", "soon", "not a number of seconds: 'soon'"),
+    ("--progress", "nan", "must be 0 or more: nan"),
+])
+def test_bad_option_values_say_what_is_wrong(option: str, value: str, says: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["pipeline", "x.pcap", "--out", "o", option, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: {says}" in err, err
+    assert "_port" not in err and "invalid" not in err
 
 
 @pytest.mark.parametrize("size", ["2", "g", "2gb", "-1g", "0m", "1.5g"])

@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 from spark_scenarios import read_rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# once: the scheduling over a standalone cluster's workers is Spark's, whichever
+# implementation decodes in them (the pipeline tests cover the pure one, on local[2]);
+# scripts/test.sh runs it in its first pass only.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.once]
 
 HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[2]

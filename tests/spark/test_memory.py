@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# once: the heap holds Spark's side of the run (the staged rows, the Parquet writers),
+# whichever implementation decodes in the Python workers; scripts/test.sh runs it in its
+# first pass only.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.once]
 
 REPO = Path(__file__).resolve().parents[2]
 MAKE_CAPTURE = REPO / "benchmarks" / "make_capture.py"

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from spark_scenarios import read_rows
+from spark_scenarios import DELTA_PAYLOAD, comparable_rows, read_rows
 
 pytestmark = pytest.mark.spark
 
@@ -68,6 +68,8 @@ def test_packets(out: Path, captures) -> None:
                 and r["capture"] == "a.pcapng"}
     assert payloads["t/r"] in (b"keep", b"new")
     assert payloads["t/c"] == b"c22"
+    (d_x,) = [r for r in rows if r["topic"] == "d/x"]
+    assert d_x["payload"] == DELTA_PAYLOAD[:4] and d_x["payload_length"] == len(DELTA_PAYLOAD)
     pubrec = next(r for r in rows if r["packet_type"] == "PUBREC" and r["packet_id"] == 5)
     assert pubrec["reason_code"] == 0x97
 
@@ -169,6 +171,25 @@ def test_result_and_summary(local_run) -> None:
     text = (local_run.out["stream"] / "summary.md").read_text()
     assert "| t/r |" in text and "did not complete" in text
     assert "message_rate.png" in text
+    # t/a set and cleared, t/r twice (alpha, beta), g/x: five retained PUBLISHes from
+    # clients; t/r and g/x hold a message at the end.
+    assert ("5 retained PUBLISH packet(s) from clients; at the end of the captures 2 "
+            "topic(s) hold a retained message") in text
+
+
+def test_read_tables_are_the_written_tables_with_whole_payloads(local_run) -> None:
+    """read_tables' DataFrames hold what the pipeline writes; without a payload limit
+    (read_tables' default, and the command's) each payload is whole."""
+    assert local_run.frames["packets"], "read_tables gave no packet"
+    for table in TABLES:
+        frames = local_run.frames[table]
+        cut = [dict(r, payload=r["payload"][:4]) if r.get("payload") is not None else r
+               for r in frames]
+        written = comparable_rows(read_rows(local_run.out["stream"], table))
+        assert comparable_rows(cut) == written, table
+    for table in ("packets", "messages"):
+        (d_x,) = [r for r in local_run.frames[table] if r["topic"] == "d/x"]
+        assert d_x["payload"] == DELTA_PAYLOAD, table
 
 
 def test_readers_agree(local_run) -> None:

@@ -11,7 +11,7 @@ import mqttwire._pure as mw
 from mqttwire.capture import Record
 from mqttwire.spark.inputs import CaptureFile, local_path, name_captures
 from mqttwire.spark.pipeline import BINARY_FILE_LIMIT, _plan
-from mqttwire.spark.report import markdown_table, rate_buckets
+from mqttwire.spark.report import duration_text, markdown_table, rate_buckets
 from mqttwire.spark.session import is_on_this_host
 
 
@@ -63,11 +63,25 @@ def test_markdown_table_escapes() -> None:
 
 
 def test_rate_buckets() -> None:
-    # 10 s in microseconds cut into at most 100 buckets: 0.1 s each.
-    assert rate_buckets(0, 10_000_000) == 100_000
-    # 1001 us: ceil(1001 / 100) = 11 us, so 1001 // 11 + 1 = 92 buckets (at most 100).
-    assert rate_buckets(5, 1006) == 11
+    # The smallest round width (1, 2, 5 x 10^k us) giving at most 100 buckets.  10 s:
+    # 100 ms would give 10_000_000 // 100_000 + 1 = 101 buckets, 200 ms gives 51.
+    assert rate_buckets(0, 10_000_000) == 200_000
+    # A span of 1001 us: 10 us gives 101 buckets, 20 us gives 51.
+    assert rate_buckets(5, 1006) == 20
+    # 99 us: 1 us gives exactly 100 buckets; 100 us needs 2 us (51).
+    assert rate_buckets(0, 99) == 1
+    assert rate_buckets(0, 100) == 2
     assert rate_buckets(7, 7) == 1  # a single instant
+    assert rate_buckets(0, 130_000) == 2_000  # 0.13 s in 2 ms buckets (66)
+
+
+def test_duration_text() -> None:
+    assert duration_text(1) == "1 us"
+    assert duration_text(500) == "500 us"
+    assert duration_text(2_000) == "2 ms"
+    assert duration_text(200_000) == "200 ms"
+    assert duration_text(5_000_000) == "5 s"
+    assert duration_text(200_000_000) == "200 s"
 
 
 # ---------------------------------------------------------------------------------------
@@ -146,3 +160,19 @@ def test_stage_round_trip() -> None:
     data = pa.record_batch([pa.concat_arrays([staged.column(1), staged.column(1)])],
                            names=["data"])
     assert [b.to_pylist() for b in unstage([data])] == [batch.to_pylist()] * 2
+
+
+def test_tables_by_name_and_repr() -> None:
+    from mqttwire.spark import TABLE_NAMES, Tables
+    from mqttwire.spark.inputs import CaptureFile
+
+    frames = {name: object() for name in TABLE_NAMES}  # stand-ins for the DataFrames
+    files = [CaptureFile(f"file:/d/{n}", 1, n) for n in ("a.pcap", "b.pcap", "c.pcap", "d.pcap")]
+    tables = Tables(**frames, files=files, counters=None, staged=None)  # type: ignore[arg-type]
+    assert tables["messages"] is frames["messages"] is tables.messages
+    assert [name for name, _ in tables.items()] == list(TABLE_NAMES)
+    assert all(frame is frames[name] for name, frame in tables.items())
+    with pytest.raises(KeyError, match="no table 'message': the tables are packets, "):
+        tables["message"]
+    assert repr(tables) == ("<Tables packets, connections, messages, retained, errors of 4 "
+                            "input file(s): a.pcap, b.pcap, c.pcap, ...>")
