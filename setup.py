@@ -15,10 +15,14 @@ PURE = bool(os.environ.get("MQTTWIRE_PURE_PYTHON")) or platform.python_implement
 if PURE:
     print("*** mqttwire: pure-Python build (no C extension) ***")
     ext_modules = []
+    options = {}
 else:
     from Cython.Build import cythonize
 
     print("*** mqttwire: accelerated build (Cython extension) ***")
+    # Every core, for the translation to C and for the C compiler (build_ext's parallel
+    # option below): the three modules build side by side.
+    jobs = os.cpu_count() or 1
     ext_modules = cythonize(
         [
             Extension("mqttwire._speedups", ["mqttwire/_speedups.pyx"]),
@@ -34,6 +38,8 @@ else:
             "binding": True,
             "freethreading_compatible": True,
         },
+        nthreads=jobs,
     )
+    options = {"build_ext": {"parallel": jobs}}
 
-setup(ext_modules=ext_modules)
+setup(ext_modules=ext_modules, options=options)
