@@ -107,6 +107,10 @@ class PipelineResult:
     summary_text: str
     counts: dict[str, int] = field(default_factory=dict)  # rows per table
     bad_captures: list[str] = field(default_factory=list)  # names, not read to the end
+    #: Wall seconds of each phase, as the driver saw them: "list" (the inputs), "decode"
+    #: (the tasks: reading, decoding, deriving, Arrow batches, staging to disk), "write"
+    #: (the five Parquet tables from the staged rows), "summary" (its figures and chart).
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 class _Decoding(NamedTuple):
@@ -433,6 +437,15 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         spark = make_session(options.master or default_master(),
                              conf=options.memory_conf())
     started = time.monotonic()
+    timings: dict[str, float] = {}
+    lap = started
+
+    def phase(name: str) -> None:
+        nonlocal lap
+        now = time.monotonic()
+        timings[name] = round(now - lap, 3)
+        lap = now
+
     try:
         decoded = read_tables(spark, options.inputs, ports=options.ports,
                               payload_limit=options.payload_limit, version=options.version,
@@ -448,13 +461,16 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         progress = _Progress(decoded.counters, len(files), total, options.progress_interval)
         decoded.persist()
         target = options.out.rstrip("/")
+        phase("list")
         try:
             progress.start()
             try:
                 decoded.staged.count()  # decodes every file and persists the staged rows
             finally:
                 progress.stop()
+            phase("decode")
             _write_tables(decoded, target)
+            phase("write")
         finally:
             decoded.unpersist()
         tables = _written(spark, target)
@@ -464,6 +480,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         report = write_summary(tables, counts, summary_dir, options=options, files=files)
         counts = report.counts
         bad = report.bad_captures
+        phase("summary")
         elapsed = time.monotonic() - started
         print(report.text, file=out)
         c = progress.counters
@@ -472,9 +489,12 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
               f"{counts.get('connections', 0):,} connections, "
               f"{counts.get('messages', 0):,} messages, in {elapsed:.1f} s; "
               f"tables in {target}/, summary in {report.path}", file=out)
+        print("mqttwire: wall seconds by phase: "
+              + ", ".join(f"{name} {seconds:.1f}" for name, seconds in timings.items()),
+              file=sys.stderr)
         return PipelineResult(files, c.records.value, c.packets.value, c.errors.value,
                               elapsed, report.path, report.chart_path, report.text, counts,
-                              bad)
+                              bad, timings)
     finally:
         if own_session:
             spark.stop()

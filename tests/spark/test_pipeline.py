@@ -168,6 +168,9 @@ def test_result_and_summary(local_run) -> None:
     assert sorted(result.bad_captures) == ["c.pcapng", "missing.pcap", "notes.txt"]
     assert result.packets == 30  # 24 + 3 + 3 packet records
     assert result.counts["messages"] == 12
+    assert list(result.timings) == ["list", "decode", "write", "summary"]
+    assert all(seconds >= 0 for seconds in result.timings.values())
+    assert sum(result.timings.values()) <= result.elapsed + 0.01
     text = (local_run.out["stream"] / "summary.md").read_text()
     assert "| t/r |" in text and "did not complete" in text
     assert "message_rate.png" in text
