@@ -10,8 +10,9 @@ section() {
 }
 
 # ensure_venv [DIR]: create the virtualenv DIR (default .venv) with $PYTHON (default
-# python3) unless a working one of the same Python version is there, and bring its pip to a version that knows build
-# constraints (pip >= 25.3; see below).  Sets VENV_PY to the venv's interpreter.
+# python3) unless a working one of the same Python version is there, and bring its pip to
+# a version that knows build constraints (pip >= 25.3; see below).  Sets VENV_PY to the
+# venv's interpreter.
 ensure_venv() {
     local python=${PYTHON:-python3} dir=${1:-.venv}
     local want='import sys; print("%d.%d" % sys.version_info[:2])'

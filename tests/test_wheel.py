@@ -184,8 +184,8 @@ def test_installed_wheel_imports_its_compiled_modules(
         if p.suffix in (".py", ".pyx") and "__pycache__" not in p.parts
     )
     # mqttwire.spark needs the spark extra, mqttwire.__main__ runs the command line.
-    modules = [m for m in modules if m != "mqttwire.__main__" and not m.startswith(
-        "mqttwire.spark.") and m != "mqttwire.spark"]
+    modules = [m for m in modules
+               if m != "mqttwire.__main__" and m.split(".")[:2] != ["mqttwire", "spark"]]
     compiled = sorted(
         p.relative_to(sdist.source).with_suffix("").as_posix().replace("/", ".")
         for p in (sdist.source / "mqttwire").rglob("*.pyx"))

@@ -89,6 +89,13 @@ def _connections_text(total: int, joined: dict[str | None, int]) -> str:
             f"were open when it began, or the CONNECT was lost): {detail}.")
 
 
+def _all_complete_text(any_exchange: bool) -> str:
+    """What to say when no QoS 1 or 2 exchange is left unfinished."""
+    if any_exchange:
+        return "Every QoS 1 and 2 exchange in the captures completed."
+    return "No PUBLISH at QoS 1 or 2 in the captures: no exchange to complete."
+
+
 def _retained_text(topics: int, sent: int) -> str:
     """What the retained table holds (``topics`` rows), given ``sent`` PUBLISH packets
     with RETAIN set from clients to the server."""
@@ -187,10 +194,8 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
                                    r["direction"], r["topic"], r["qos"], r["packet_id"],
                                    r["status"], _hex(r["ack_reason_code"]), _last_step(r)]
                                   for r in first]), ""]
-    elif exchanges:
-        parts += ["Every QoS 1 and 2 exchange in the captures completed.", ""]
     else:
-        parts += ["No PUBLISH at QoS 1 or 2 in the captures: no exchange to complete.", ""]
+        parts += [_all_complete_text(bool(exchanges)), ""]
 
     # Retained messages: what the table holds, and why it may be empty.
     retained_sent = messages.where(F.col("retain") & (F.col("direction") == "c2s")).count()

@@ -176,3 +176,17 @@ def test_tables_by_name_and_repr() -> None:
         tables["message"]
     assert repr(tables) == ("<Tables packets, connections, messages, retained, errors of 4 "
                             "input file(s): a.pcap, b.pcap, c.pcap, ...>")
+
+
+def test_summary_sentences_for_empty_sections() -> None:
+    from mqttwire.spark.report import _all_complete_text, _retained_text
+
+    assert _all_complete_text(True) == "Every QoS 1 and 2 exchange in the captures completed."
+    # No QoS 1 or 2 PUBLISH at all: nothing "completed".
+    assert "completed" not in _all_complete_text(False)
+    assert _all_complete_text(False).startswith("No PUBLISH at QoS 1 or 2")
+    assert _retained_text(0, 0).startswith("No client sent a PUBLISH with the RETAIN flag")
+    assert _retained_text(0, 2).startswith("2 retained PUBLISH packet(s) from clients, each "
+                                           "topic cleared again")
+    assert _retained_text(1, 3).startswith("3 retained PUBLISH packet(s) from clients; at the "
+                                           "end of the captures 1 topic(s) hold")
