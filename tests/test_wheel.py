@@ -257,7 +257,8 @@ def test_wheel_built_and_tested_on_other_cpython(
     """A wheel built from the sdist by another CPython, tested as the release workflow tests
     it.  Where there is no such CPython it skips, which fails under CI (conftest.py)."""
     if sys.version.startswith(version + "."):
-        pytest.skip(f"Python {version} runs this suite: the test above covers it")
+        pytest.skip(f"Python {version} runs this suite: its build is tested in place, and "
+                    "its wheel by the test above")
     python = _other_python(version)
     if python is None:
         pytest.skip(f"no CPython {version} here: neither under pyenv (PYENV_ROOT) nor as "
