@@ -93,6 +93,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
 _SHARED_GROUPS = {
     "tests/spark/test_pipeline.py": "tests/spark/local-run",
     "tests/spark/test_cluster.py": "tests/spark/local-run",
+    "tests/spark/test_split.py": "tests/spark/local-run",
 }
 
 

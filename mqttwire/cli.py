@@ -76,6 +76,19 @@ def _memory(text: str) -> str:
     return value
 
 
+_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _bytes(text: str) -> int:
+    """A size in bytes: digits, with or without a unit k, m, g or t (powers of 1024)."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:], 1)
+    digits = value[:-1] if unit > 1 else value
+    if not digits.isdigit():
+        raise argparse.ArgumentTypeError(f"not a size such as 128m, 1g or 4096: {text!r}")
+    return int(digits) * unit
+
+
 ASSUME_HELP = ("the protocol level (3, 4 or 5) of connections whose CONNECT is not in the "
                "capture; without it, the level is inferred from their traffic (3.1.1 when "
                "the traffic fits both 3.1.1 and 5.0, as PINGs do)")
@@ -111,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "pipeline", help="captures to Parquet tables and a summary, on Spark",
-        description="Decode capture files on Spark (one task per file) and write the "
+        description="Decode capture files on Spark (one task per file, or per range of a "
+        "file larger than --split-size) and write the "
         "tables packets, connections, messages, retained and errors as Parquet under "
         "DIR, then print a summary and write DIR/summary.md with a message-rate chart.  "
         "Exit status 1 when no input could be read as a capture; 0 when some could (the "
@@ -136,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "shared filesystems), binaryfile (Spark's binaryFile source, any Hadoop "
                    "URI, files under 2 GiB), auto (stream for local paths, else "
                    "binaryfile; the default)")
+    p.add_argument("--split-size", type=_bytes, default="128m", metavar="SIZE",
+                   help="read a capture larger than SIZE (bytes, or with a unit k, m, g) "
+                   "in ranges of SIZE, one Spark task each, and decode it per TCP "
+                   "connection; the tables are the same.  Files that tasks open by path "
+                   "only (not with --reader binaryfile).  0: never split (default 128m)")
     p.add_argument("--progress", type=_seconds, default=5.0, metavar="SECONDS",
                    help="seconds between progress lines (0: none; default 5)")
     p.add_argument("--summary-dir", metavar="DIR",
@@ -263,7 +282,7 @@ def _pipeline(args: argparse.Namespace) -> int:
     options = PipelineOptions(
         inputs=args.inputs, out=args.out, master=args.master, ports=args.ports or (1883,),
         payload_limit=args.payload_limit, version=args.assume_version, reader=args.reader,
-        progress_interval=args.progress, summary_dir=args.summary_dir,
+        split_size=args.split_size or None, progress_interval=args.progress, summary_dir=args.summary_dir,
         driver_memory=args.driver_memory, executor_memory=args.executor_memory)
     result = run_pipeline(options)
     # Exit status 1 when no input could be read at all; when only some could not, 0 (the

@@ -50,6 +50,7 @@ __all__ = [
     "looks_like_connect",
     "parse_frame",
     "read_capture",
+    "read_with",
 ]
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
@@ -107,11 +108,17 @@ def read_capture(
 def _read(f: BinaryIO, name: str, ports: Iterable[int], payload_limit: int | None,
           codec: ModuleType, version: int | None, max_pending: int,
           stream_ends: bool) -> Iterator[Record]:
-    """The records of the capture in ``f``: through the compiled loop of
-    :mod:`mqttwire.capture._fast` when ``codec`` is the Cython codec and that module is
-    built, else through :func:`_read_pure`.  Both yield the same records."""
+    """The records of the capture in ``f`` (see :func:`read_with`)."""
     handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
                           version=version, max_pending=max_pending, stream_ends=stream_ends)
-    if _fast is not None and codec is _fast.CODEC:
+    return read_with(f, handler)
+
+
+def read_with(f: BinaryIO, handler: MqttStreams) -> Iterator[Record]:
+    """The records of the capture in ``f``, decoded by ``handler`` (made by the caller,
+    for the options :func:`read_capture` does not offer): through the compiled loop of
+    :mod:`mqttwire.capture._fast` when the handler's codec is the Cython codec and that
+    module is built, else through the pure-Python loop.  Both yield the same records."""
+    if _fast is not None and handler.codec is _fast.CODEC:
         return _fast.FastReader(f, handler)
     return _read_pure(f, handler)

@@ -906,6 +906,10 @@ class MqttStreams:
         max_pending: the reassembler's limit of out-of-order bytes held per stream.
         stream_ends: also append a record of kind "end" when a direction of an MQTT
             connection ends (see :class:`Record`); off by default.
+        openings: a list to which the number of the frame that opened each TCP
+            connection (``frame`` then) is appended as it opens, MQTT or not, so that
+            connection ``n`` opened in frame ``openings[n - 1]``; None (the default)
+            keeps no list.
 
     Feed segments to ``reassembler`` (a :class:`TcpReassembler` with this handler), after
     setting ``frame`` to the number of the frame that holds the segment.  Records are
@@ -915,7 +919,7 @@ class MqttStreams:
     def __init__(self, capture: str, *, ports: Iterable[int], codec: ModuleType,
                  payload_limit: int | None = None, version: int | None = None,
                  resync_limit: int = 1 << 20, max_pending: int = 1 << 20,
-                 stream_ends: bool = False) -> None:
+                 stream_ends: bool = False, openings: list[int] | None = None) -> None:
         self.capture = capture
         self.ports = frozenset(ports)
         self.codec = codec
@@ -925,9 +929,12 @@ class MqttStreams:
         self.stream_ends = stream_ends
         self.out: list[Record] = []
         self.frame = 0
+        self.openings = openings
         self.reassembler = TcpReassembler(self, max_pending=max_pending)
 
     def on_connection(self, conn: TcpConnection) -> bool:
+        if self.openings is not None:
+            self.openings.append(self.frame)
         initiator = conn.streams[0]
         if initiator.dport in self.ports:
             _Connection(self, conn, 0)

@@ -9,6 +9,8 @@ DataFrames, unwritten, for further work in Spark.  The modules, in the order dat
   records, with TCP stream ends, from :func:`mqttwire.capture.read_capture`), in pure
   Python (no Spark needed);
 - :mod:`.batches`: all of a capture's tables as Arrow record batches;
+- :mod:`.split`: one large capture read in byte ranges by several tasks and decoded per
+  TCP connection (after Spark's shuffle), for the same tables;
 - :mod:`.schema`: the declared table schemas;
 - :mod:`.pipeline`: the Spark job; :mod:`.session`: starting Spark;
 - :mod:`.report`: the summary and its chart.
@@ -19,6 +21,7 @@ Importing this package does not import pyspark; :func:`run_pipeline` does.
 from __future__ import annotations
 
 from .pipeline import (
+    DEFAULT_SPLIT_SIZE,
     TABLE_NAMES,
     Counters,
     PipelineOptions,
@@ -30,6 +33,7 @@ from .pipeline import (
 from .session import JavaMissing, find_java
 
 __all__ = [
+    "DEFAULT_SPLIT_SIZE",
     "TABLE_NAMES",
     "Counters",
     "JavaMissing",

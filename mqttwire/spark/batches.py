@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
@@ -27,8 +27,9 @@ from ..capture import Record, read_capture
 from .derive import CaptureTables, Row
 from .schema import ERRORS, PACKETS, STAGED, TABLES, TIMESTAMP
 
-__all__ = ["BATCH_ROWS", "Batch", "FileStats", "capture_error_batches", "decode_capture",
-           "packets_batch", "properties_json", "rows_batch", "stage", "unstage"]
+__all__ = ["BATCH_ROWS", "Batch", "Decoding", "FileStats", "capture_error_batches",
+           "decode_capture", "packets_batch", "properties_json", "rows_batch", "stage",
+           "table_batches", "unstage"]
 
 #: Rows per Arrow batch: small enough to bound a task's memory (a batch is the unit that
 #: the task holds, ships to the JVM and Spark stores), large enough that Arrow's per-batch
@@ -37,6 +38,14 @@ BATCH_ROWS = 8192
 
 #: A batch of one table: (table name, batch with that table's schema).
 Batch = tuple[str, pa.RecordBatch]
+
+
+class Decoding(NamedTuple):
+    """How the tasks decode (``read_capture``'s arguments of the same names)."""
+
+    ports: tuple[int, ...]
+    payload_limit: int | None
+    version: int | None
 
 
 @dataclass
@@ -96,10 +105,12 @@ def packets_batch(records: Sequence[Record], schema: pa.Schema = PACKETS) -> pa.
         schema=schema)
 
 
-def rows_batch(table: str, rows: Sequence[Row]) -> pa.RecordBatch:
+def rows_batch(table: str, rows: Sequence[Row], schema: pa.Schema | None = None
+               ) -> pa.RecordBatch:
     """A batch of ``table`` (a derived table: connections, messages, retained) from its
-    rows, dicts keyed by column (:mod:`.derive`)."""
-    schema = TABLES[table]
+    rows, dicts keyed by column (:mod:`.derive`); ``schema``: another one than the
+    table's."""
+    schema = schema or TABLES[table]
     return pa.RecordBatch.from_arrays(
         [_column(list(map(itemgetter(f.name), rows)), f) for f in schema], schema=schema)
 
@@ -130,38 +141,45 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
     :func:`~mqttwire.capture.read_capture`); ``stats``, if given, is updated (also when
     decoding stops with an exception).
     """
+    records = read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
+                           version=version, stream_ends=True)
+    return table_batches(records, CaptureTables(name), stats)
+
+
+def table_batches(records: Iterable[Record], tables: CaptureTables,
+                  stats: FileStats | None = None) -> Iterator[Batch]:
+    """The batches of every table of ``records`` (one capture's, in capture order, with
+    their stream ends), derived through ``tables``: see :func:`decode_capture`."""
     stats = stats if stats is not None else FileStats()
-    tables = CaptureTables(name)
     add = tables.add
-    records: list[Record] = []
-    append = records.append
+    batch: list[Record] = []
+    append = batch.append
     done = packets = 0  # the records and packet records already batched
     try:
-        for rec in read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
-                                version=version, stream_ends=True):
+        for rec in records:
             add(rec)
             if rec.kind != "end":  # the ends feed only the connections table
                 append(rec)
-                if len(records) >= BATCH_ROWS:
-                    packets += sum(r.kind == "packet" for r in records)
-                    done += len(records)
-                    yield from _record_batches(records)
-                    records = []
-                    append = records.append
+                if len(batch) >= BATCH_ROWS:
+                    packets += sum(r.kind == "packet" for r in batch)
+                    done += len(batch)
+                    yield from _record_batches(batch)
+                    batch = []
+                    append = batch.append
             if len(tables.messages) >= BATCH_ROWS:
                 yield "messages", rows_batch("messages", tables.messages)
                 tables.messages = []
             if len(tables.connections) >= BATCH_ROWS:
                 yield "connections", rows_batch("connections", tables.connections)
                 tables.connections = []
-        packets += sum(r.kind == "packet" for r in records)
-        done += len(records)
+        packets += sum(r.kind == "packet" for r in batch)
+        done += len(batch)
     finally:
         stats.records += done
         stats.packets += packets
         stats.errors += done - packets
-    if records:
-        yield from _record_batches(records)
+    if batch:
+        yield from _record_batches(batch)
     retained = tables.finish()
     for table, rows in (("connections", tables.connections), ("messages", tables.messages),
                         ("retained", retained)):

@@ -22,6 +22,10 @@ __all__ = ["REJECTED", "CaptureTables", "derive"]
 Row = dict[str, Any]
 #: A QoS exchange's key: the direction of its PUBLISH and its packet id.
 Key = tuple[str | None, int | None]
+#: The order of retained PUBLISHes, the latest last: (the frame that completed it, its
+#: connection's number, its arrival among the capture's retained PUBLISHes).  Packets of
+#: two connections are in different frames, except those decoded at the capture's end.
+RetainOrder = tuple[int, int, int]
 
 #: Reason codes from 0x80 up are failures (MQTT 5.0 §2.4); a PUBACK or PUBREC carrying one
 #: ends the exchange (MQTT 5.0 §4.3.2, §4.3.3).
@@ -59,7 +63,9 @@ class CaptureTables:
         self.connections: list[Row] = []
         self.messages: list[Row] = []
         self._conns: dict[str, _Conn] = {}
-        self._retained: dict[str, Row] = {}
+        # topic -> (order, row), row None where the latest retained PUBLISH removed it
+        self._retained: dict[str, tuple[RetainOrder, Row | None]] = {}
+        self._retains = 0  # retained PUBLISHes seen, for their order
 
     # -- input ---------------------------------------------------------------------------
 
@@ -100,7 +106,8 @@ class CaptureTables:
         that holds a retained message, by topic)."""
         for conn_id in list(self._conns):
             self._close(conn_id)
-        return [self._retained[topic] for topic in sorted(self._retained)]
+        return [row for topic in sorted(self._retained)
+                if (row := self._retained[topic][1]) is not None]
 
     # -- connections ----------------------------------------------------------------------
 
@@ -270,18 +277,29 @@ class CaptureTables:
     def _retain(self, rec: Record) -> None:
         """Apply a retained PUBLISH from a client to the server's store: it replaces the
         topic's retained message [MQTT-3.3.1-5]; one with an empty payload removes it and
-        is not stored itself [MQTT-3.3.1-10, MQTT-3.3.1-11]."""
-        topic: str = rec.topic  # type: ignore[assignment]
-        if not rec.payload_length:
-            self._retained.pop(topic, None)
-            return
-        self._retained[topic] = {
-            "capture": self.capture, "topic": topic, "connection_id": rec.connection_id,
+        is not stored itself [MQTT-3.3.1-10, MQTT-3.3.1-11].
+
+        "Latest" is by :data:`RetainOrder`, not by arrival, so that the result does not
+        depend on how the capture was cut into tasks (:mod:`.split` decodes connections
+        apart): the two orders differ only where the capture's end, or a connection
+        whose level was inferred late, releases several connections' packets at once."""
+        self._retains += 1
+        order = (rec.frame or 0, self._connection_rank(rec.connection_id), self._retains)
+        self._retained_event(order, rec.topic, {  # type: ignore[arg-type]
+            "capture": self.capture, "topic": rec.topic, "connection_id": rec.connection_id,
             "client_id": rec.client_id, "protocol_version": rec.protocol_version,
             "ts": rec.ts, "qos": rec.qos, "payload_length": rec.payload_length,
             "payload": rec.payload, "stream_offset": rec.stream_offset,
-        }
+        })
 
+    def _connection_rank(self, connection_id: str | None) -> int:
+        """The connection's number: n of "<capture>#<n>"."""
+        return int(connection_id.rsplit("#", 1)[1]) if connection_id else 0
+
+    def _retained_event(self, order: RetainOrder, topic: str, row: Row) -> None:
+        held = self._retained.get(topic)
+        if held is None or held[0] < order:
+            self._retained[topic] = (order, row if row["payload_length"] else None)
 
 def derive(records: Iterable[Record],
            capture: str) -> tuple[list[Row], list[Row], list[Row]]:

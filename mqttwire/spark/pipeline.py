@@ -4,11 +4,13 @@ How it runs:
 
 1. The driver lists the inputs through Hadoop (:mod:`.inputs`); unreadable ones are kept,
    to be reported by name and to get an error row.
-2. Each capture file is one Spark task: a capture cannot be split (TCP streams run through
-   the whole file).  The task decodes its file with :func:`~.batches.decode_capture` inside
-   ``mapInArrow`` and returns Arrow batches of every table: the packets and errors, and the
-   connections, messages and retained messages derived from them in the same pass (all of
-   an MQTT connection is in one file, so the derivation needs no shuffle).
+2. Each capture file up to the split size is one Spark task.  The task decodes its file
+   with :func:`~.batches.decode_capture` inside ``mapInArrow`` and returns Arrow batches
+   of every table: the packets and errors, and the connections, messages and retained
+   messages derived from them in the same pass (all of an MQTT connection is in one
+   file, so the derivation needs no shuffle).  A larger file that tasks open by path is
+   read in byte ranges by several tasks and decoded per TCP connection after a shuffle
+   (:mod:`.split`), for the same tables.
    Files on a local or shared filesystem are *streamed*: the task gets the path and reads
    the file in chunks, so a capture of any size fits in bounded memory.  Files on other
    filesystems (hdfs:, s3a:, ...) come through Spark's ``binaryFile`` source, which hands
@@ -57,14 +59,21 @@ if TYPE_CHECKING:
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TABLE_NAMES", "Counters", "PipelineOptions", "PipelineResult", "Tables",
-           "read_tables", "run_pipeline"]
+    from .batches import Decoding
+    from .split import SplitRead
+
+__all__ = ["DEFAULT_SPLIT_SIZE", "TABLE_NAMES", "Counters", "PipelineOptions",
+           "PipelineResult", "Tables", "read_tables", "run_pipeline"]
 
 #: The tables written, in order (each to OUT/<name>).
 TABLE_NAMES = ("packets", "connections", "messages", "retained", "errors")
 
 #: What mapInArrow runs: Arrow batches in, Arrow batches out.
 ArrowMap = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
+
+#: Files larger than this (bytes) are split (:mod:`.split`) by default: Hadoop's block
+#: size, and Spark's spark.sql.files.maxPartitionBytes.
+DEFAULT_SPLIT_SIZE = 128 << 20
 
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
 BINARY_FILE_LIMIT = (1 << 31) - 1
@@ -81,6 +90,7 @@ class PipelineOptions:
     payload_limit: int | None = None  # cut PUBLISH payloads to this; None keeps them whole
     version: int | None = None  # the level to assume where a CONNECT is missing
     reader: str = "auto"  # auto, stream, binaryfile
+    split_size: int | None = DEFAULT_SPLIT_SIZE  # bytes; larger files are split; None: never
     progress_interval: float = 5.0
     summary_dir: str | None = None  # default: OUT when local, else the current directory
     driver_memory: str | None = None  # spark.driver.memory, e.g. "2g"; None: Spark's
@@ -111,14 +121,6 @@ class PipelineResult:
     #: (the tasks: reading, decoding, deriving, Arrow batches, staging to disk), "write"
     #: (the five Parquet tables from the staged rows), "summary" (its figures and chart).
     timings: dict[str, float] = field(default_factory=dict)
-
-
-class _Decoding(NamedTuple):
-    """How the tasks decode (``read_capture``'s arguments of the same names)."""
-
-    ports: tuple[int, ...]
-    payload_limit: int | None
-    version: int | None
 
 
 class Counters(NamedTuple):
@@ -183,7 +185,7 @@ def _clock(seconds: float) -> str:
 # Executor side (these closures are pickled into the tasks)
 
 
-def _file_task(name: str, opener: Callable[[], Any], size: int, how: _Decoding,
+def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
                counters: Counters) -> Iterator[pa.RecordBatch]:
     """Decode one capture file into STAGED rows; any failure to read it becomes its
     error row."""
@@ -220,7 +222,7 @@ def _error_rows(name: str, error: str) -> Iterator[pa.RecordBatch]:
         yield stage(table, batch)
 
 
-def _stream_task(how: _Decoding, counters: Counters) -> ArrowMap:
+def _stream_task(how: Decoding, counters: Counters) -> ArrowMap:
     """mapInArrow function over (name, path, size, problem) rows: open and stream each."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -234,7 +236,7 @@ def _stream_task(how: _Decoding, counters: Counters) -> ArrowMap:
     return run
 
 
-def _binary_task(names: dict[str, str], how: _Decoding, counters: Counters) -> ArrowMap:
+def _binary_task(names: dict[str, str], how: Decoding, counters: Counters) -> ArrowMap:
     """mapInArrow function over binaryFile's (path, content) rows."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -277,7 +279,7 @@ def _plan(files: list[CaptureFile], reader: str) -> tuple[list[CaptureFile], lis
     return stream, binary
 
 
-def _staged(spark: SparkSession, files: list[CaptureFile], how: _Decoding, reader: str,
+def _staged(spark: SparkSession, files: list[CaptureFile], how: Decoding, reader: str,
             counters: Counters) -> DataFrame:
     """The DataFrame of every table's batches (schema STAGED), one task per file."""
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -306,6 +308,10 @@ def _staged(spark: SparkSession, files: list[CaptureFile], how: _Decoding, reade
         raw = spark.read.format("binaryFile").load([f.uri for f in binary])
         parts.append(raw.select("path", "content").mapInArrow(
             _binary_task(names, how, counters), schema))
+    return _union(parts)
+
+
+def _union(parts: list[DataFrame]) -> DataFrame:
     staged = parts[0]
     for part in parts[1:]:
         staged = staged.unionByName(part)
@@ -332,6 +338,8 @@ class Tables:
     counters: Counters
     #: Every table's batches, staged in one DataFrame (see the module docstring).
     staged: DataFrame
+    #: The files split over several tasks (:mod:`.split`), or None.
+    split: SplitRead | None = None
 
     def __repr__(self) -> str:
         return (f"<Tables {', '.join(TABLE_NAMES)} of {len(self.files)} input file(s): "
@@ -358,43 +366,75 @@ class Tables:
 
     def unpersist(self) -> Tables:
         self.staged.unpersist()
+        if self.split is not None:
+            self.split.unpersist()
         return self
 
 
 def read_tables(spark: SparkSession, inputs: Sequence[str], *,
                 ports: Sequence[int] = (1883,), payload_limit: int | None = None,
-                version: int | None = None, reader: str = "auto") -> Tables:
+                version: int | None = None, reader: str = "auto",
+                split_size: int | None = DEFAULT_SPLIT_SIZE) -> Tables:
     """The five tables of ``inputs`` (capture files, directories or globs, local or any
     Hadoop URI) as lazily evaluated DataFrames on ``spark``: what ``mqttwire pipeline``
     writes, before it writes them.  The options are the pipeline's (PipelineOptions):
     ``payload_limit`` cuts payloads (None keeps them whole), ``version`` is the level
     assumed where a CONNECT is missing (None infers it), ``reader`` is how tasks read
-    files.  Listing the inputs runs on the driver now; nothing is decoded until an
-    action.  An unreadable input is not an exception: it is in ``files`` with its
-    problem, and gets a "capture_error" row in ``errors`` and ``packets``."""
+    files, ``split_size`` the size (bytes) above which a file that the tasks open by
+    path is read by several tasks (:mod:`.split`; None: never).
+
+    Listing the inputs runs on the driver now, and so does, for files to split, a Spark
+    job that reads their ranges and checks them; the decoding waits for an action.  An
+    unreadable input is not an exception: it is in ``files`` with its problem, and gets
+    a "capture_error" row in ``errors`` and ``packets``."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .batches import unstage
-    from .schema import TABLES
+    from .batches import Decoding, unstage
+    from .schema import STAGED, TABLES
+    from .split import EXTRA_TABLES, read_split, renumber, retained
 
     if reader not in ("auto", "stream", "binaryfile"):
         raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
+    if split_size is not None and (not isinstance(split_size, int) or split_size < 1):
+        raise ValueError(f"split_size must be a positive number of bytes or None, "
+                         f"not {split_size!r}")
     files = list_inputs(spark, inputs)
     sc = spark.sparkContext
     counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
     # read_capture keeps no payload without a limit: the pipeline keeps them whole.
     limit = sys.maxsize if payload_limit is None else payload_limit
-    staged = _staged(spark, files, _Decoding(tuple(ports), limit, version), reader,
-                     counters)
+    how = Decoding(tuple(ports), limit, version)
+    whole = files
+    split = None
+    if split_size is not None and reader != "binaryfile":
+        big = [f for f in files if f.problem is None and f.size > split_size
+               and local_path(f.uri) is not None]
+        if big:
+            split = read_split(spark, big, split_size, how, counters)
+            whole = [f for f in files if all(f is not g for g in split.files)]
+    parts = [_staged(spark, whole, how, reader, counters)] if whole else []
+    if split is not None and split.staged is not None:
+        parts.append(split.staged)
+    staged = _union(parts) if parts else spark.createDataFrame([], from_arrow_schema(STAGED))
+
+    def unstaged(name: str) -> DataFrame:
+        schema = TABLES.get(name) or EXTRA_TABLES[name]
+        return (staged.where(F.col("table") == name).select("data")
+                .mapInArrow(unstage, from_arrow_schema(schema)))
 
     def table(name: str) -> DataFrame:
-        return (staged.where(F.col("table") == name).select("data")
-                .mapInArrow(unstage, from_arrow_schema(TABLES[name])))
+        if split is None or not split.files:
+            return unstaged(name)
+        rows = unstaged(name)
+        if name == "retained":
+            rows = rows.unionByName(retained(unstaged("retain_events")))
+        return renumber(rows, unstaged("openings"))
 
     return Tables(packets=table("packets"), connections=table("connections"),
                   messages=table("messages"), retained=table("retained"),
-                  errors=table("errors"), files=files, counters=counters, staged=staged)
+                  errors=table("errors"), files=files, counters=counters, staged=staged,
+                  split=split)
 
 
 def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:
@@ -449,7 +489,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     try:
         decoded = read_tables(spark, options.inputs, ports=options.ports,
                               payload_limit=options.payload_limit, version=options.version,
-                              reader=options.reader)
+                              reader=options.reader, split_size=options.split_size)
         files = decoded.files
         for f in files:
             if f.problem is not None:
@@ -468,6 +508,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                 decoded.staged.count()  # decodes every file and persists the staged rows
             finally:
                 progress.stop()
+            if decoded.split is not None:
+                decoded.split.unpersist()  # the staged rows hold all that is needed now
             phase("decode")
             _write_tables(decoded, target)
             phase("write")

@@ -13,21 +13,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_scenarios import Written, capture_a, capture_b, capture_c, comparable_rows
+from spark_scenarios import (
+    Written,
+    capture_a,
+    capture_b,
+    capture_c,
+    capture_mixed,
+    comparable_rows,
+)
 
 NOT_A_CAPTURE = b"These are notes, not a capture.\n" * 4
+#: The split size of the split runs: a few frames per range.
+SPLIT_SIZE = 1000
 
 
 @dataclass
 class Captures:
     """The inputs of a run: three captures, a file that is no capture, and a path that
-    does not exist."""
+    does not exist; and the "mixed" capture in both formats, for splitting."""
 
     a: Written
     b: Written
     c: Written
     notes: Path
     missing: Path
+    mixed: list[Path]
 
     @property
     def inputs(self) -> list[str]:
@@ -41,7 +51,8 @@ def captures(tmp_path_factory: pytest.TempPathFactory) -> Captures:
     notes = root / "notes.txt"
     notes.write_bytes(NOT_A_CAPTURE)
     return Captures(capture_a(root / "a.pcapng"), capture_b(root / "b.pcap"),
-                    capture_c(root / "c.pcapng"), notes, root / "missing.pcap")
+                    capture_c(root / "c.pcapng"), notes, root / "missing.pcap",
+                    [capture_mixed(root / f"mixed.{fmt}", fmt) for fmt in ("pcap", "pcapng")])
 
 
 @pytest.fixture(autouse=True)
@@ -58,13 +69,16 @@ def _needs_java(request: pytest.FixtureRequest) -> None:
 
 @dataclass
 class LocalRun:
-    """The local pipeline's output directories and results, per reader; and the rows of
-    the tables as read_tables gives them (stream reader, payloads whole), per table, as
-    comparable_rows makes them."""
+    """The local pipeline's output directories and results, per reader (and "split":
+    the stream reader with a split size of SPLIT_SIZE bytes); and the rows of the tables
+    as read_tables gives them (stream reader, payloads whole), per table, as
+    comparable_rows makes them, and the same for every input and the mixed captures with
+    and without splitting ("whole", "split")."""
 
     out: dict[str, Path]
     results: dict[str, Any]
     frames: dict[str, list[dict[str, Any]]]
+    mixed: dict[str, dict[str, list[dict[str, Any]]]]
 
 
 @pytest.fixture(scope="session")
@@ -86,18 +100,29 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
     except JavaMissing as exc:
         pytest.skip(f"Spark needs Java: {exc}")
     spark = make_session("local[2]")
-    run = LocalRun({}, {}, {})
+    run = LocalRun({}, {}, {}, {})
+
+    def rows(tables: Any) -> dict[str, list[dict[str, Any]]]:
+        tables.persist()
+        try:
+            return {name: comparable_rows(frame.toArrow().to_pylist())
+                    for name, frame in tables.items()}
+        finally:
+            tables.unpersist()
+
     try:
-        for reader in ("stream", "binaryfile"):
+        for reader in ("stream", "binaryfile", "split"):
             out = tmp_path_factory.mktemp(f"out-{reader}")
             options = PipelineOptions(captures.inputs, str(out), master="local[2]",
-                                      payload_limit=4, reader=reader, progress_interval=0)
+                                      payload_limit=4, progress_interval=0,
+                                      reader="stream" if reader == "split" else reader,
+                                      **({"split_size": SPLIT_SIZE} if reader == "split" else {}))
             run.results[reader] = run_pipeline(options, spark=spark)
             run.out[reader] = out
-        tables = read_tables(spark, captures.inputs).persist()
-        run.frames = {name: comparable_rows(frame.toArrow().to_pylist())
-                      for name, frame in tables.items()}
-        tables.unpersist()
+        run.frames = rows(read_tables(spark, captures.inputs))
+        inputs = captures.inputs + [str(path) for path in captures.mixed]
+        run.mixed = {"whole": rows(read_tables(spark, inputs, split_size=None)),
+                     "split": rows(read_tables(spark, inputs, split_size=SPLIT_SIZE))}
     finally:
         spark.stop()
     yield run

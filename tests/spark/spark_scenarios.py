@@ -203,3 +203,130 @@ def comparable_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+# ---------------------------------------------------------------------------------------
+# Capture "mixed": for splitting one capture over many tasks (tests/spark/test_split.py).
+# Many connections interleaved frame by frame, so that a tiny split size puts range
+# boundaries everywhere: one that spans the whole file; one whose CONNECT is at the start
+# and the rest of its traffic at the end; one with segments reordered, retransmitted and
+# lost; one joined mid-stream (no SYN, level inferred); MQTT on another port (found by its
+# CONNECT); a connection that is not MQTT (numbered all the same); one 4-tuple used by two
+# connections in turn; retained messages set, replaced and removed from two connections;
+# IP fragments and a UDP datagram.  pcapng: two interfaces of different link types.
+
+
+def _session(version: int, client_id: str, publishes: list[Any]) -> list[tuple[int, bytes]]:
+    """(side, bytes) of a session: CONNECT, CONNACK, ``publishes`` (each answered as its
+    QoS asks), DISCONNECT."""
+    sent = [(CLIENT, mw.Connect(client_id, protocol_version=version).encode(version)),
+            (SERVER, mw.ConnAck().encode(version))]
+    for p in publishes:
+        sent.append((CLIENT, p.encode(version)))
+        if p.qos == 1:
+            sent.append((SERVER, mw.PubAck(p.packet_id).encode(version)))
+        elif p.qos == 2:
+            sent += [(SERVER, mw.PubRec(p.packet_id).encode(version)),
+                     (CLIENT, mw.PubRel(p.packet_id).encode(version)),
+                     (SERVER, mw.PubComp(p.packet_id).encode(version))]
+    sent.append((CLIENT, mw.Disconnect().encode(version)))
+    return sent
+
+
+def _segments(f: TcpFlow, sent: list[tuple[int, bytes]], sizes: tuple[int, ...] = (1460,),
+              *, opened: bool = True, closed: bool = True) -> list[bytes]:
+    """The IP packets of ``sent`` on ``f``: each send cut into ``sizes``, then ACKed."""
+    segs = f.open() if opened else []
+    for side, data in sent:
+        segs += f.send(side, data, sizes)
+        segs.append(f.ack(1 - side))
+    if closed:
+        segs += f.close()
+    return [f.ip(s) for s in segs]
+
+
+def capture_mixed(path: Path, fmt: str = "pcapng") -> Path:
+    """Write the "mixed" capture to ``path`` as ``fmt`` (pcap or pcapng)."""
+    from mqttwire.capture.synth import ipv4_fragments, ipv4_packet, tcp_header
+
+    pub = mw.Publish
+    long_flow = flow(41001)
+    long_pubs = [pub("r/x", b"first", retain=True), pub("gone", b"soon", retain=True)]
+    long_pubs += [pub(f"long/{i}", bytes([i]) * (i + 1), qos=1 + i % 2, packet_id=i + 1)
+                  for i in range(24)]
+    long_pubs.append(pub("r/x", b"last word", retain=True, qos=1, packet_id=100))
+    flows: list[list[bytes]] = [_segments(long_flow, _session(5, "long", long_pubs))]
+
+    # CONNECT at the start; everything else after every other flow's frames.
+    late = flow(41002)
+    late_all = _segments(late, _session(4, "late", [pub("late/t", b"q2", qos=2,
+                                                        packet_id=7)]))
+    late_head, late_tail = late_all[:6], late_all[6:]
+    flows.append(late_head)
+
+    # Reordered, retransmitted and lost segments.
+    messy = _segments(flow(41003), _session(4, "messy", [
+        pub(f"messy/{i}", b"m" * 30, qos=1, packet_id=i + 1) for i in range(8)]),
+        sizes=(7, 13))
+    data = [i for i, packet in enumerate(messy) if len(packet) > 40]  # IPv4 + TCP: 40
+    messy[data[3]], messy[data[4]] = messy[data[4]], messy[data[3]]
+    messy.insert(data[8] + 1, messy[data[7]])
+    del messy[data[20] + 1]
+    flows.append(messy)
+
+    # Joined mid-stream: no SYN, no CONNECT.
+    mid = flow(41004)
+    mid.next_seq = [77_000, 88_000]
+    flows.append(_segments(mid, [(CLIENT, pub(f"mid/{i}", b"mid", qos=1, packet_id=i + 1)
+                                  .encode(4)) for i in range(5)], opened=False))
+
+    # MQTT on another port, found by its CONNECT; a connection that is not MQTT.
+    sniffed = TcpFlow(("10.0.0.5", 42000), ("10.0.0.6", 8883))
+    flows.append(_segments(sniffed, _session(4, "sniffed", [pub("s/t", b"s")])))
+    web = TcpFlow(("10.0.0.5", 42001), ("10.0.0.6", 80))
+    flows.append(_segments(web, [(CLIENT, b"GET / HTTP/1.1\r\n\r\n"),
+                                 (SERVER, b"HTTP/1.1 204 No Content\r\n\r\n")]))
+
+    # One 4-tuple, two connections in turn (the second with other ISNs); the second
+    # replaces a retained message and removes another.
+    first = TcpFlow(("10.0.0.9", 45000), ("10.0.0.2", 1883), isn_client=5, isn_server=9)
+    second = TcpFlow(("10.0.0.9", 45000), ("10.0.0.2", 1883), isn_client=90_000,
+                     isn_server=900_000)
+    flows.append(_segments(first, _session(4, "reuse", [pub("r/y", b"y", retain=True)]))
+                 + _segments(second, _session(4, "reuse", [
+                     pub("r/x", b"replaced", retain=True), pub("gone", b"", retain=True)])))
+
+    # Open at the end of the capture, with data held beyond a hole: the end of the
+    # capture ends its streams ("eof") and the hole becomes a gap.
+    open_end = _segments(flow(41005), _session(5, "open", [
+        pub("open/t", b"o" * 40, qos=1, packet_id=1)])[:-1], sizes=(10,), closed=False)
+    del open_end[-4]
+    flows.append(open_end)
+
+    # IP fragments of a TCP segment, and a UDP datagram.
+    src, dst = bytes([10, 0, 0, 7]), bytes([10, 0, 0, 8])
+    segment = tcp_header(src, dst, 46000, 1883, 1, 0, 0x18, b"f" * 64)
+    flows.append(ipv4_fragments(src, dst, segment, 32, ident=0x42)
+                 + [ipv4_packet(src, dst, b"\0" * 12, proto=17)])
+
+    ips: list[tuple[int, bytes]] = []  # (flow number, packet), round robin over flows
+    position = [0] * len(flows)
+    while any(position[i] < len(flows[i]) for i in range(len(flows))):
+        for i, packets in enumerate(flows):
+            if position[i] < len(packets):
+                ips.append((i, packets[position[i]]))
+                position[i] += 1
+    ips += [(1, packet) for packet in late_tail]
+    interfaces = 2 if fmt == "pcapng" else 1
+    frames = [Frame(T0 + n * FRAME_GAP, packet, interface=i % interfaces)
+              for n, (i, packet) in enumerate(ips)]
+    buf = io.BytesIO()
+    if fmt == "pcapng":
+        from mqttwire.capture.link import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL
+
+        write_pcapng(buf, frames, linktypes=(LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL),
+                     tsresol=(9, 6))
+    else:
+        write_pcap(buf, frames)
+    path.write_bytes(buf.getvalue())
+    return path
