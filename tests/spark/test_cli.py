@@ -203,6 +203,9 @@ def test_pipeline_keeps_payloads_whole_unless_told(monkeypatch: pytest.MonkeyPat
     ("--payload-limit", "-1", "must be 0 or more: -1"),
     ("--progress", "soon", "not a number of seconds: 'soon'"),
     ("--progress", "nan", "must be 0 or more: nan"),
+    ("--split-size", "big", "not a size such as 128m, 1g or 4096: 'big'"),
+    ("--split-size", "1.5g", "not a size such as 128m, 1g or 4096: '1.5g'"),
+    ("--split-size", "-1", "not a size such as 128m, 1g or 4096: '-1'"),
 ])
 def test_bad_option_values_say_what_is_wrong(option: str, value: str, says: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -212,6 +215,23 @@ def test_bad_option_values_say_what_is_wrong(option: str, value: str, says: str,
     err = capsys.readouterr().err
     assert f"argument {option}: {says}" in err, err
     assert "_port" not in err and "invalid" not in err
+
+
+@pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
+@pytest.mark.parametrize(("given", "split_size"), [
+    ([], 128 << 20), (["--split-size", "1k"], 1024), (["--split-size", "64M"], 64 << 20),
+    (["--split-size", "4096"], 4096), (["--split-size", "0"], None)])
+def test_pipeline_split_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                             given: list[str], split_size: int | None) -> None:
+    from mqttwire.spark import DEFAULT_SPLIT_SIZE, PipelineOptions
+
+    assert DEFAULT_SPLIT_SIZE == 128 << 20
+    monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
+    seen: list[PipelineOptions] = []
+    monkeypatch.setattr("mqttwire.spark.run_pipeline",
+                        lambda options: seen.append(options) or _result(1, bad=0))
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path), *given]) == 0
+    assert seen[0].split_size == split_size  # None: never split
 
 
 @pytest.mark.parametrize("size", ["2", "g", "2gb", "-1g", "0m", "1.5g"])

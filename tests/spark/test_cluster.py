@@ -117,3 +117,43 @@ def test_cluster_tables_equal_local(cluster: str, captures, local_run,
     assert "missing.pcap: no such file" in proc.stderr
     for table in ("packets", "connections", "messages", "retained", "errors"):
         assert read_rows(out, table) == read_rows(local_run.out["stream"], table), table
+
+
+def test_cluster_splits_one_capture_over_both_workers(cluster: str, captures, local_run,
+                                                      tmp_path: Path) -> None:
+    """With a split size of 1 KiB, a.pcapng (5 KiB) is read in ranges whose tasks run on
+    both workers (as Spark's event log shows), and the tables are the local run's."""
+    out, events, conf = tmp_path / "out", tmp_path / "events", tmp_path / "conf"
+    events.mkdir()
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
+        "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n"
+        # Both executors up before the first job, so that its tasks can use both.
+        "spark.scheduler.minRegisteredResourcesRatio 1.0\n")
+    env = dict(os.environ, SPARK_CONF_DIR=str(conf), PYTHONPATH=os.pathsep.join(
+        [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mqttwire", "pipeline", *captures.inputs, "--out", str(out),
+         "--master", cluster, "--payload-limit", "4", "--progress", "0",
+         "--split-size", "1k"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_TIMEOUT,
+        check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for table in ("packets", "connections", "messages", "retained", "errors"):
+        assert read_rows(out, table) == read_rows(local_run.out["stream"], table), table
+    lines = [line for path in sorted(events.rglob("*")) if path.is_file()
+             for line in path.read_text().splitlines()]
+    stages: dict[int, str] = {}
+    executors: dict[int, set[str]] = {}
+    for line in lines:
+        event = json.loads(line)
+        if event["Event"] == "SparkListenerStageSubmitted":
+            info = event["Stage Info"]
+            stages[info["Stage ID"]] = info["Stage Name"] + " " + info.get("Details", "")
+        elif event["Event"] == "SparkListenerTaskEnd":
+            executors.setdefault(event["Stage ID"], set()).add(
+                event["Task Info"]["Executor ID"])
+    ranges = [stage for stage, text in stages.items() if "split.py" in text]
+    assert ranges, f"no stage of mqttwire/spark/split.py among {sorted(stages.values())}"
+    assert any(len(executors.get(stage, ())) == 2 for stage in ranges), executors

@@ -227,3 +227,11 @@ def test_pipeline_split_writes_the_same_tables_and_summary(local_run: Any) -> No
     assert summary.replace(str(local_run.out["split"]), "OUT") == (
         local_run.out["stream"] / "summary.md").read_text().replace(
             str(local_run.out["stream"]), "OUT")
+
+
+@pytest.mark.parametrize("split_size", [0, -5, 1.5, "128m"])
+def test_read_tables_refuses_a_bad_split_size(split_size: Any) -> None:
+    from mqttwire.spark import read_tables
+
+    with pytest.raises(ValueError, match="split_size must be a positive number of bytes"):
+        read_tables(None, ["x.pcap"], split_size=split_size)  # type: ignore[arg-type]
