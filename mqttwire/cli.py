@@ -282,8 +282,9 @@ def _pipeline(args: argparse.Namespace) -> int:
     options = PipelineOptions(
         inputs=args.inputs, out=args.out, master=args.master, ports=args.ports or (1883,),
         payload_limit=args.payload_limit, version=args.assume_version, reader=args.reader,
-        split_size=args.split_size or None, progress_interval=args.progress, summary_dir=args.summary_dir,
-        driver_memory=args.driver_memory, executor_memory=args.executor_memory)
+        split_size=args.split_size or None, progress_interval=args.progress,
+        summary_dir=args.summary_dir, driver_memory=args.driver_memory,
+        executor_memory=args.executor_memory)
     result = run_pipeline(options)
     # Exit status 1 when no input could be read at all; when only some could not, 0 (the
     # summary and the errors table name them).

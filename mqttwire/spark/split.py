@@ -63,8 +63,9 @@ if TYPE_CHECKING:
 
     from .inputs import CaptureFile
 
-__all__ = ["OPENINGS", "RETAIN_EVENTS", "SEGMENTS", "SplitRead",
-           "decode_rows", "flow_key", "range_rows", "read_split", "renumber", "retained"]
+__all__ = ["EXTRA_TABLES", "OPENINGS", "RETAIN_EVENTS", "SEGMENTS", "FileSplit", "SplitRead",
+           "check_file", "decode_rows", "flow_key", "range_rows", "read_split", "renumber",
+           "retained"]
 
 #: What the range tasks return: one row per frame that holds a TCP segment or an IP
 #: fragment, and one row per range with ``facts`` (JSON) set and the rest null.
@@ -111,9 +112,9 @@ def range_rows(f: BinaryIO, capture: str, index: int, start: int,
     """The :data:`SEGMENTS` rows of range ``index`` (``[start, end)``) of the capture in
     ``f``: its frames that hold a TCP segment or IP fragment, then the row of its facts
     (the :class:`~mqttwire.capture.split.RangeRead` attributes that
-    :func:`~mqttwire.capture.split.chain_problem` checks, the time and number of its last
-    frame and of its last frame that holds a segment, and ``problem`` when it cannot be
-    used)."""
+    :func:`~mqttwire.capture.split.chain_problem` checks, the time of its last frame, the
+    number of its last frame that holds a segment or fragment, and ``problem`` when it
+    cannot be used)."""
     facts: dict[str, Any] = {"range": index, "start": start, "end": end}
     columns: tuple[list[Any], ...] = ([], [], [], [], [])
     flows, numbers, times, linktypes, datas = columns
@@ -173,8 +174,9 @@ def _segments_batch(capture: str, index: int, columns: tuple[list[Any], ...]
 
 class FileSplit(NamedTuple):
     """What the ranges of one file showed: the number of each range's first frame less
-    one, and the time and number of the file's last frame that holds a segment (for the
-    end of its open streams); or ``problem``, why the file must be read whole."""
+    one, the time of the file's last frame and the number of its last frame that holds a
+    segment or fragment (when and where a whole-file read ends the open streams); or
+    ``problem``, why the file must be read whole."""
 
     offsets: list[int]
     end_ts: int
