@@ -14,8 +14,9 @@ parameters (the file name carries them and a hash of make_capture.py).
   extracting time, source, message type, QoS, topic, packet id and length, output to
   /dev/null.  Before it is timed, tshark and read_capture must count the same MQTT
   packets of each type in a 2 MB capture from the same generator;
-- ``python -m mqttwire pipeline FILE --out DIR --master local[2]``, once, as a
-  subprocess, from start to exit (wall time only), with a 4 GiB driver heap.
+- ``python -m mqttwire pipeline FILE --out DIR``, once each as a subprocess, from start
+  to exit (wall time only), in Spark's default heap: on ``local[2]`` in one task
+  (``--split-size 0``), and split into 8 ranges on ``local[2]`` and on ``local[1]``.
 
 Per core, honestly: tshark is one process (mostly one thread), read_capture one thread;
 each records wall time and CPU time (user + sys: ``getrusage(RUSAGE_CHILDREN)`` for
@@ -246,6 +247,7 @@ def test_tshark(benchmark: Any, big_capture: Capture) -> None:
     for codec_id, ours in _measured.items():
         info[f"tshark_over_{codec_id}_cpu"] = round(m.cpu / ours.cpu, 2)
         info[f"tshark_over_{codec_id}_wall"] = round(m.wall / ours.wall, 2)
+    _measured["tshark"] = m  # for the pipeline's ratio
 
 
 def _spark_ready() -> None:
@@ -260,20 +262,32 @@ def _spark_ready() -> None:
         pytest.skip(f"Spark needs Java: {exc}")
 
 
-def test_pipeline_local2(benchmark: Any, big_capture: Capture,
-                         tmp_path: Path) -> None:
+#: The pipeline runs: (master, split size in bytes; 0 reads the file in one task).  The
+#: split size cuts the capture into 8 ranges, whatever its size.
+PIPELINE_RUNS = {"local2-whole": ("local[2]", 0), "local2-split": ("local[2]", SIZE // 8 + 1),
+                 "local1-split": ("local[1]", SIZE // 8 + 1)}
+#: Wall seconds of the pipeline runs so far in this session, by run id.
+_pipeline_walls: dict[str, float] = {}
+
+
+@pytest.mark.parametrize("run_id", list(PIPELINE_RUNS))
+def test_pipeline(benchmark: Any, big_capture: Capture, tmp_path: Path,
+                  run_id: str) -> None:
     """The pipeline once, timed from process start to exit, by wall clock only: the JVM
     and the Python workers are not reaped children of the driver, so RUSAGE_CHILDREN
-    would see the driver's CPU alone.  Its own "in N s" is reported separately."""
+    would see the driver's CPU alone.  Its own "in N s" and its phases are reported
+    separately, and the ratios to tshark and to the other runs measured before it."""
     benchmark.group = "capture: pipeline end to end"
     _spark_ready()
+    master, split_size = PIPELINE_RUNS[run_id]
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.pop("MQTTWIRE_PURE_PYTHON", None)
     # Spark's default heap (1 GiB for local[N]): the pipeline no longer needs more.
+    options = ["--master", master, "--progress", "0", "--split-size", str(split_size)]
     command = [sys.executable, "-m", "mqttwire", "pipeline", str(big_capture.path),
-               "--out", str(tmp_path / "out"), "--master", "local[2]", "--progress", "0"]
+               "--out", str(tmp_path / "out"), *options]
     results: list[subprocess.CompletedProcess[str]] = []
     m = _rounds(benchmark, lambda: results.append(subprocess.run(
         command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=TIMEOUT)),
@@ -289,5 +303,13 @@ def test_pipeline_local2(benchmark: Any, big_capture: Capture,
     # session does: the rest is interpreter start, imports, JVM and session start, stop.
     info["pipeline_reported_s"] = float(done.group(2))
     info["outside_pipeline_timer_s"] = round(m.wall - float(done.group(2)), 2)
-    info["command"] = ("python -m mqttwire pipeline FILE --out DIR --master local[2] "
-                       "--progress 0")
+    phases = re.search(r"wall seconds by phase: (.*)$", proc.stderr, re.M)
+    if phases is not None:
+        info["phases"] = phases.group(1)
+    info["command"] = "python -m mqttwire pipeline FILE --out DIR " + " ".join(options)
+    _pipeline_walls[run_id] = m.wall
+    if "tshark" in _measured:
+        info["wall_over_tshark"] = round(m.wall / _measured["tshark"].wall, 2)
+    for other, wall in _pipeline_walls.items():
+        if other != run_id:
+            info[f"wall_over_{other}"] = round(m.wall / wall, 2)
