@@ -150,11 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "shared filesystems), binaryfile (Spark's binaryFile source, any Hadoop "
                    "URI, files under 2 GiB), auto (stream for local paths, else "
                    "binaryfile; the default)")
-    p.add_argument("--split-size", type=_bytes, default="128m", metavar="SIZE",
-                   help="read a capture larger than SIZE (bytes, or with a unit k, m, g) "
-                   "in ranges of SIZE, one Spark task each, and decode it per TCP "
-                   "connection; the tables are the same.  Files that tasks open by path "
-                   "only (not with --reader binaryfile).  0: never split (default 128m)")
+    p.add_argument("--split-size", type=_bytes, default="0", metavar="SIZE",
+                   help="read a capture larger than SIZE (bytes, or with a unit k, m, g; "
+                   "128m suits a cluster) in ranges of SIZE, one Spark task each, and "
+                   "decode it per TCP connection; the tables are the same.  Files that "
+                   "tasks open by path only (not with --reader binaryfile).  Default 0: "
+                   "never split, each file one task (faster on a few cores: see "
+                   "docs/cluster.md)")
     p.add_argument("--progress", type=_seconds, default=5.0, metavar="SECONDS",
                    help="seconds between progress lines (0: none; default 5)")
     p.add_argument("--summary-dir", metavar="DIR",

@@ -21,7 +21,6 @@ Importing this package does not import pyspark; :func:`run_pipeline` does.
 from __future__ import annotations
 
 from .pipeline import (
-    DEFAULT_SPLIT_SIZE,
     TABLE_NAMES,
     Counters,
     PipelineOptions,
@@ -33,7 +32,6 @@ from .pipeline import (
 from .session import JavaMissing, find_java
 
 __all__ = [
-    "DEFAULT_SPLIT_SIZE",
     "TABLE_NAMES",
     "Counters",
     "JavaMissing",

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from .batches import Decoding
     from .split import SplitRead
 
-__all__ = ["DEFAULT_SPLIT_SIZE", "TABLE_NAMES", "Counters", "PipelineOptions",
+__all__ = ["TABLE_NAMES", "Counters", "PipelineOptions",
            "PipelineResult", "Tables", "read_tables", "run_pipeline"]
 
 #: The tables written, in order (each to OUT/<name>).
@@ -70,10 +70,6 @@ TABLE_NAMES = ("packets", "connections", "messages", "retained", "errors")
 
 #: What mapInArrow runs: Arrow batches in, Arrow batches out.
 ArrowMap = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
-
-#: Files larger than this (bytes) are split (:mod:`.split`) by default: Hadoop's block
-#: size, and Spark's spark.sql.files.maxPartitionBytes.
-DEFAULT_SPLIT_SIZE = 128 << 20
 
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
 BINARY_FILE_LIMIT = (1 << 31) - 1
@@ -90,7 +86,7 @@ class PipelineOptions:
     payload_limit: int | None = None  # cut PUBLISH payloads to this; None keeps them whole
     version: int | None = None  # the level to assume where a CONNECT is missing
     reader: str = "auto"  # auto, stream, binaryfile
-    split_size: int | None = DEFAULT_SPLIT_SIZE  # bytes; larger files are split; None: never
+    split_size: int | None = None  # bytes; larger files are split (.split); None: never
     progress_interval: float = 5.0
     summary_dir: str | None = None  # default: OUT when local, else the current directory
     driver_memory: str | None = None  # spark.driver.memory, e.g. "2g"; None: Spark's
@@ -340,6 +336,8 @@ class Tables:
     staged: DataFrame
     #: The files split over several tasks (:mod:`.split`), or None.
     split: SplitRead | None = None
+    #: The connection numbers of the split files (:func:`.split.connection_ids`), or None.
+    connection_ids: DataFrame | None = None
 
     def __repr__(self) -> str:
         return (f"<Tables {', '.join(TABLE_NAMES)} of {len(self.files)} input file(s): "
@@ -362,19 +360,24 @@ class Tables:
         # On disk only: a memory level would unroll a task's whole output (a whole
         # capture file) in the heap before spilling it.
         self.staged.persist(StorageLevel.DISK_ONLY)
+        if self.connection_ids is not None:
+            # Small (a row per connection), and used by every table: computed once.
+            self.connection_ids.persist(StorageLevel.MEMORY_AND_DISK)
         return self
 
     def unpersist(self) -> Tables:
         self.staged.unpersist()
         if self.split is not None:
             self.split.unpersist()
+        if self.connection_ids is not None:
+            self.connection_ids.unpersist()
         return self
 
 
 def read_tables(spark: SparkSession, inputs: Sequence[str], *,
                 ports: Sequence[int] = (1883,), payload_limit: int | None = None,
                 version: int | None = None, reader: str = "auto",
-                split_size: int | None = DEFAULT_SPLIT_SIZE) -> Tables:
+                split_size: int | None = None) -> Tables:
     """The five tables of ``inputs`` (capture files, directories or globs, local or any
     Hadoop URI) as lazily evaluated DataFrames on ``spark``: what ``mqttwire pipeline``
     writes, before it writes them.  The options are the pipeline's (PipelineOptions):
@@ -392,7 +395,7 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
 
     from .batches import Decoding, unstage
     from .schema import STAGED, TABLES
-    from .split import EXTRA_TABLES, read_split, renumber, retained
+    from .split import EXTRA_TABLES, connection_ids, read_split, renumber, retained
 
     if reader not in ("auto", "stream", "binaryfile"):
         raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
@@ -423,18 +426,20 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
         return (staged.where(F.col("table") == name).select("data")
                 .mapInArrow(unstage, from_arrow_schema(schema)))
 
+    ids = connection_ids(unstaged("openings")) if split is not None and split.files else None
+
     def table(name: str) -> DataFrame:
-        if split is None or not split.files:
-            return unstaged(name)
         rows = unstaged(name)
+        if ids is None:
+            return rows
         if name == "retained":
             rows = rows.unionByName(retained(unstaged("retain_events")))
-        return renumber(rows, unstaged("openings"))
+        return renumber(rows, ids)
 
     return Tables(packets=table("packets"), connections=table("connections"),
                   messages=table("messages"), retained=table("retained"),
                   errors=table("errors"), files=files, counters=counters, staged=staged,
-                  split=split)
+                  split=split, connection_ids=ids)
 
 
 def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:

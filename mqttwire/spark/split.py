@@ -64,8 +64,8 @@ if TYPE_CHECKING:
     from .inputs import CaptureFile
 
 __all__ = ["EXTRA_TABLES", "OPENINGS", "RETAIN_EVENTS", "SEGMENTS", "FileSplit", "SplitRead",
-           "check_file", "decode_rows", "flow_key", "range_rows", "read_split", "renumber",
-           "retained"]
+           "check_file", "connection_ids", "decode_rows", "flow_key", "range_rows",
+           "read_split", "renumber", "retained"]
 
 #: What the range tasks return: one row per frame that holds a TCP segment or an IP
 #: fragment, and one row per range with ``facts`` (JSON) set and the rest null.
@@ -439,18 +439,25 @@ def read_split(spark: SparkSession, files: list[CaptureFile], split_size: int,
     return SplitRead(good, fallback, staged, segments)
 
 
-def renumber(table: DataFrame, openings: DataFrame) -> DataFrame:
-    """``table`` with the placeholder connection ids of split captures replaced by
-    "<capture>#<n>", n the rank of the frame that opened the connection among the
-    capture's ``openings`` (other ids are kept)."""
+def connection_ids(openings: DataFrame) -> DataFrame:
+    """The connection ids of split captures from their ``openings``: ``_placeholder``
+    ("<capture>#@<frame>") and ``_id`` ("<capture>#<n>", n the rank of the frame that
+    opened the connection among the capture's)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     rank = F.row_number().over(Window.partitionBy("capture").orderBy("frame"))
-    ids = openings.select(
+    return openings.select(
         F.concat(F.col("capture"), F.lit("#@"), F.col("frame").cast("string"))
         .alias("_placeholder"),
         F.concat(F.col("capture"), F.lit("#"), rank.cast("string")).alias("_id"))
+
+
+def renumber(table: DataFrame, ids: DataFrame) -> DataFrame:
+    """``table`` with the placeholder connection ids of split captures replaced by their
+    numbers (``ids``, from :func:`connection_ids`; other ids are kept)."""
+    from pyspark.sql import functions as F
+
     joined = table.join(F.broadcast(ids), table["connection_id"] == ids["_placeholder"],
                         "left")
     return joined.select(*[

@@ -219,13 +219,12 @@ def test_bad_option_values_say_what_is_wrong(option: str, value: str, says: str,
 
 @pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
 @pytest.mark.parametrize(("given", "split_size"), [
-    ([], 128 << 20), (["--split-size", "1k"], 1024), (["--split-size", "64M"], 64 << 20),
+    ([], None), (["--split-size", "1k"], 1024), (["--split-size", "128M"], 128 << 20),
     (["--split-size", "4096"], 4096), (["--split-size", "0"], None)])
 def test_pipeline_split_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                              given: list[str], split_size: int | None) -> None:
-    from mqttwire.spark import DEFAULT_SPLIT_SIZE, PipelineOptions
+    from mqttwire.spark import PipelineOptions
 
-    assert DEFAULT_SPLIT_SIZE == 128 << 20
     monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
     seen: list[PipelineOptions] = []
     monkeypatch.setattr("mqttwire.spark.run_pipeline",
