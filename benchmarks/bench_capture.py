@@ -16,7 +16,9 @@ parameters (the file name carries them and a hash of make_capture.py).
   packets of each type in a 2 MB capture from the same generator;
 - ``python -m mqttwire pipeline FILE --out DIR``, once each as a subprocess, from start
   to exit (wall time only), in Spark's default heap: on ``local[2]`` in one task
-  (``--split-size 0``), and split into 8 ranges on ``local[2]`` and on ``local[1]``.
+  (``--split-size 0``), and split into ranges of SIZE / 8 bytes (9 of the 200 MB file) on
+  ``local[2]`` and on ``local[1]``;
+  then a capture 5 times as large (1 GB) in one task, in the same heap.
 
 Per core, honestly: tshark is one process (mostly one thread), read_capture one thread;
 each records wall time and CPU time (user + sys: ``getrusage(RUSAGE_CHILDREN)`` for
@@ -262,10 +264,15 @@ def _spark_ready() -> None:
         pytest.skip(f"Spark needs Java: {exc}")
 
 
-#: The pipeline runs: (master, split size in bytes; 0 reads the file in one task).  The
+#: The pipeline runs: (master, split size in bytes; 0 reads the file in one task, the
+#: default), and the capture's size in multiples of SIZE.  The
 #: split size cuts the capture into 8 ranges, whatever its size.
-PIPELINE_RUNS = {"local2-whole": ("local[2]", 0), "local2-split": ("local[2]", SIZE // 8 + 1),
-                 "local1-split": ("local[1]", SIZE // 8 + 1)}
+PIPELINE_RUNS = {"local2-whole": ("local[2]", 0, 1),
+                 "local2-split": ("local[2]", SIZE // 8 + 1, 1),
+                 "local1-split": ("local[1]", SIZE // 8 + 1, 1),
+                 # Bounded memory: 5 times the capture (1 GB by default) in the same
+                 # default heap.
+                 "local2-whole-5x": ("local[2]", 0, 5)}
 #: Wall seconds of the pipeline runs so far in this session, by run id.
 _pipeline_walls: dict[str, float] = {}
 
@@ -279,7 +286,9 @@ def test_pipeline(benchmark: Any, big_capture: Capture, tmp_path: Path,
     separately, and the ratios to tshark and to the other runs measured before it."""
     benchmark.group = "capture: pipeline end to end"
     _spark_ready()
-    master, split_size = PIPELINE_RUNS[run_id]
+    master, split_size, times = PIPELINE_RUNS[run_id]
+    if times != 1:
+        big_capture = _capture(SIZE * times)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -307,6 +316,8 @@ def test_pipeline(benchmark: Any, big_capture: Capture, tmp_path: Path,
     if phases is not None:
         info["phases"] = phases.group(1)
     info["command"] = "python -m mqttwire pipeline FILE --out DIR " + " ".join(options)
+    if times != 1:
+        return  # another file: no ratios
     _pipeline_walls[run_id] = m.wall
     if "tshark" in _measured:
         info["wall_over_tshark"] = round(m.wall / _measured["tshark"].wall, 2)

@@ -148,8 +148,9 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
 
 def table_batches(records: Iterable[Record], tables: CaptureTables,
                   stats: FileStats | None = None) -> Iterator[Batch]:
-    """The batches of every table of ``records`` (one capture's, in capture order, with
-    their stream ends), derived through ``tables``: see :func:`decode_capture`."""
+    """The batches of every table of ``records`` (one capture's, with their stream ends,
+    each connection's in capture order), derived through ``tables``: see
+    :func:`decode_capture`."""
     stats = stats if stats is not None else FileStats()
     add = tables.add
     batch: list[Record] = []
