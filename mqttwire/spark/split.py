@@ -54,6 +54,8 @@ from ..capture import IPFragment, MqttStreams, Record, TcpSegment, parse_frame, 
 from ..capture.link import LINKTYPE_RAW
 from ..capture.pcap import MAX_FRAME, CaptureFormatError
 from ..capture.split import RangeRead, chain_problem, plan_ranges, read_range
+from ..capture.synth import ipv4_packet, pcapng_block, tcp_header
+from ..capture.tcp import RST
 from .batches import BATCH_ROWS, Batch, Decoding, FileStats, rows_batch, table_batches
 from .derive import CaptureTables, RetainOrder, Row
 from .schema import RETAINED
@@ -208,27 +210,28 @@ def check_file(facts: Sequence[dict[str, Any]]) -> FileSplit:
 # ---------------------------------------------------------------------------------------
 # Step 3: per connection
 
-#: The Section Header Block of the streams made for the decoder (pcapng, little-endian).
-_SHB = struct.pack("<IIIHHq", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1) + struct.pack("<I", 28)
+#: The Section Header Block of the streams made for the decoder (pcapng, little-endian:
+#: byte-order magic, version 1.0, section length unknown).
+_SHB = pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
 #: A frame that holds a TCP segment and changes nothing (a RST of no connection), ending
 #: each stream: the decoder then ends the open streams at its time and frame, as at the
 #: end of a whole file.
-_END_FRAME = (struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40, 0, 0, 64, 6, 0, bytes(4), bytes(4))
-              + struct.pack("!HHIIBBHHH", 0, 0, 0, 0, 0x50, 0x04, 0, 0, 0))
+_END_FRAME = ipv4_packet(bytes(4), bytes(4), tcp_header(bytes(4), bytes(4), 0, 0, 0, 0,
+                                                        RST, b""))
+#: An Enhanced Packet Block's fields before the data: interface, time (high, low),
+#: captured and original length.
+_EPB_HEAD = struct.Struct("<IIIII")
 
 
 def _idb(linktype: int) -> bytes:
-    """An Interface Description Block with nanosecond times (if_tsresol 9)."""
-    body = struct.pack("<HHI", linktype, 0, 0) + struct.pack("<HHB3xHH", 9, 1, 9, 0, 0)
-    return struct.pack("<II", 1, len(body) + 12) + body + struct.pack("<I", len(body) + 12)
+    """An Interface Description Block with nanosecond times (option if_tsresol 9)."""
+    return pcapng_block(1, struct.pack("<HHI", linktype, 0, 0)
+                        + struct.pack("<HHB3xHH", 9, 1, 9, 0, 0))
 
 
 def _epb(interface: int, ts: int, data: bytes) -> bytes:
-    pad = -len(data) % 4
-    total = 32 + len(data) + pad
-    return (struct.pack("<IIIIIII", 6, total, interface, ts >> 32, ts & 0xFFFFFFFF,
-                        len(data), len(data)) + data + bytes(pad)
-            + struct.pack("<I", total))
+    return pcapng_block(6, _EPB_HEAD.pack(interface, ts >> 32, ts & 0xFFFFFFFF, len(data),
+                                          len(data)) + data)
 
 
 class _Pieces:
