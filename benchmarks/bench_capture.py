@@ -267,12 +267,15 @@ def _spark_ready() -> None:
 #: The pipeline runs: (master, split size in bytes; 0 reads the file in one task, the
 #: default), and the capture's size in multiples of SIZE.  The
 #: split size cuts the capture into 8 ranges, whatever its size.
-PIPELINE_RUNS = {"local2-whole": ("local[2]", 0, 1),
-                 "local2-split": ("local[2]", SIZE // 8 + 1, 1),
-                 "local1-split": ("local[1]", SIZE // 8 + 1, 1),
+PIPELINE_RUNS = {"local2-whole": ("local[2]", 0, 1, "auto"),
+                 # The same, with Spark's writer (what every run used before the tasks
+                 # wrote their own files): the write path's before and after in one run.
+                 "local2-whole-sparkwriter": ("local[2]", 0, 1, "spark"),
+                 "local2-split": ("local[2]", SIZE // 8 + 1, 1, "auto"),
+                 "local1-split": ("local[1]", SIZE // 8 + 1, 1, "auto"),
                  # Bounded memory: 5 times the capture (1 GB by default) in the same
                  # default heap.
-                 "local2-whole-5x": ("local[2]", 0, 5)}
+                 "local2-whole-5x": ("local[2]", 0, 5, "auto")}
 #: Wall seconds of the pipeline runs so far in this session, by run id.
 _pipeline_walls: dict[str, float] = {}
 
@@ -286,7 +289,7 @@ def test_pipeline(benchmark: Any, big_capture: Capture, tmp_path: Path,
     separately, and the ratios to tshark and to the other runs measured before it."""
     benchmark.group = "capture: pipeline end to end"
     _spark_ready()
-    master, split_size, times = PIPELINE_RUNS[run_id]
+    master, split_size, times, writer = PIPELINE_RUNS[run_id]
     if times != 1:
         big_capture = _capture(SIZE * times)
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
@@ -294,7 +297,8 @@ def test_pipeline(benchmark: Any, big_capture: Capture, tmp_path: Path,
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.pop("MQTTWIRE_PURE_PYTHON", None)
     # Spark's default heap (1 GiB for local[N]): the pipeline no longer needs more.
-    options = ["--master", master, "--progress", "0", "--split-size", str(split_size)]
+    options = ["--master", master, "--progress", "0", "--split-size", str(split_size),
+               "--writer", writer]
     command = [sys.executable, "-m", "mqttwire", "pipeline", str(big_capture.path),
                "--out", str(tmp_path / "out"), *options]
     results: list[subprocess.CompletedProcess[str]] = []

@@ -157,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "tasks open by path only (not with --reader binaryfile).  Default 0: "
                    "never split, each file one task (faster on a few cores: see "
                    "docs/cluster.md)")
+    p.add_argument("--writer", choices=("auto", "tasks", "spark"), default="auto",
+                   help="who writes the Parquet files: tasks (each decoding task writes "
+                   "its own with pyarrow, the driver moves them into place; DIR must be a "
+                   "local path that every executor mounts), spark (Spark's writer, any "
+                   "URI, slower), auto (tasks for a local DIR unless a file is split, "
+                   "else spark; the default)")
     p.add_argument("--progress", type=_seconds, default=5.0, metavar="SECONDS",
                    help="seconds between progress lines (0: none; default 5)")
     p.add_argument("--summary-dir", metavar="DIR",
@@ -284,7 +290,8 @@ def _pipeline(args: argparse.Namespace) -> int:
     options = PipelineOptions(
         inputs=args.inputs, out=args.out, master=args.master, ports=args.ports or (1883,),
         payload_limit=args.payload_limit, version=args.assume_version, reader=args.reader,
-        split_size=args.split_size or None, progress_interval=args.progress,
+        split_size=args.split_size or None, writer=args.writer,
+        progress_interval=args.progress,
         summary_dir=args.summary_dir, driver_memory=args.driver_memory,
         executor_memory=args.executor_memory)
     result = run_pipeline(options)

@@ -11,6 +11,8 @@ DataFrames, unwritten, for further work in Spark.  The modules, in the order dat
 - :mod:`.batches`: all of a capture's tables as Arrow record batches;
 - :mod:`.split`: one large capture read in byte ranges by several tasks and decoded per
   TCP connection (after Spark's shuffle), for the same tables;
+- :mod:`.parquet`: the tables' Parquet files written by the tasks themselves, and
+  their commit on the driver;
 - :mod:`.schema`: the declared table schemas;
 - :mod:`.pipeline`: the Spark job; :mod:`.session`: starting Spark;
 - :mod:`.report`: the summary and its chart.

@@ -15,10 +15,17 @@ How it runs:
    the file in chunks, so a capture of any size fits in bounded memory.  Files on other
    filesystems (hdfs:, s3a:, ...) come through Spark's ``binaryFile`` source, which hands
    the task the whole file and refuses files over 2 GiB.
-3. The task returns each batch *staged*: packed as one row (table name, the batch as a
-   compressed Arrow IPC stream, :func:`~.batches.stage`).  Spark persists these rows on
-   disk only, and each table is written from them as Parquet (``packets`` partitioned by
-   capture), its batches unpacked by a ``mapInArrow`` (:func:`~.batches.unstage`).
+3. With the output on a local path (one that every executor mounts, on a cluster) and
+   no file split, the task writes its batches itself as Parquet part files of every
+   table (:mod:`.parquet`; ``packets`` partitioned by capture) and returns only their
+   names; the driver moves them into place (``writer="tasks"``).  Otherwise (an
+   ``hdfs:``/``s3a:`` output, a split file, or ``writer="spark"``) the task returns each
+   batch *staged*: packed as one row (table name, the batch as a compressed Arrow IPC
+   stream, :func:`~.batches.stage`); Spark persists these rows on disk only, and writes
+   each table from them, its batches unpacked by a ``mapInArrow``
+   (:func:`~.batches.unstage`).  The first way moves no row through the JVM: on the
+   200 MB benchmark capture it saves the staging, persisting, unstaging and Spark's
+   Parquet writer (benchmarks/capture.md).
 4. A summary is printed and written to summary.md with a chart (:mod:`.report`), computed
    from the tables as written (Parquet reads only the columns each figure needs).
 
@@ -43,10 +50,11 @@ report needs; a ``mapInArrow`` over a one-row-per-partition list of files can.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -59,7 +67,7 @@ if TYPE_CHECKING:
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
-    from .batches import Decoding
+    from .batches import Batch, Decoding
     from .split import SplitRead
 
 __all__ = ["TABLE_NAMES", "Counters", "PipelineOptions",
@@ -70,6 +78,9 @@ TABLE_NAMES = ("packets", "connections", "messages", "retained", "errors")
 
 #: What mapInArrow runs: Arrow batches in, Arrow batches out.
 ArrowMap = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
+#: What a decoding task does with its tables' batches: stage them for Spark
+#: (:func:`_stage_all`) or write them itself (:meth:`.parquet.PartFiles.write`).
+Output = Callable[[Iterable["Batch"]], Iterator["pa.RecordBatch"]]
 
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
 BINARY_FILE_LIMIT = (1 << 31) - 1
@@ -87,6 +98,7 @@ class PipelineOptions:
     version: int | None = None  # the level to assume where a CONNECT is missing
     reader: str = "auto"  # auto, stream, binaryfile
     split_size: int | None = None  # bytes; larger files are split (.split); None: never
+    writer: str = "auto"  # tasks, spark, auto (see _write_directly)
     progress_interval: float = 5.0
     summary_dir: str | None = None  # default: OUT when local, else the current directory
     driver_memory: str | None = None  # spark.driver.memory, e.g. "2g"; None: Spark's
@@ -114,8 +126,9 @@ class PipelineResult:
     counts: dict[str, int] = field(default_factory=dict)  # rows per table
     bad_captures: list[str] = field(default_factory=list)  # names, not read to the end
     #: Wall seconds of each phase, as the driver saw them: "list" (the inputs), "decode"
-    #: (the tasks: reading, decoding, deriving, Arrow batches, staging to disk), "write"
-    #: (the five Parquet tables from the staged rows), "summary" (its figures and chart).
+    #: (the tasks: reading, decoding, deriving, Arrow batches, then writing their Parquet
+    #: files or staging to disk), "write" (moving the tasks' files into place, or Spark
+    #: writing the five tables from the staged rows), "summary" (its figures and chart).
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -182,27 +195,28 @@ def _clock(seconds: float) -> str:
 
 
 def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
-               counters: Counters) -> Iterator[pa.RecordBatch]:
-    """Decode one capture file into STAGED rows; any failure to read it becomes its
-    error row."""
-    from .batches import FileStats, decode_capture, stage
+               counters: Counters) -> Iterator[Batch]:
+    """Decode one capture file into its tables' batches; any failure to read it becomes
+    its error row."""
+    from .batches import FileStats, capture_error_batches, decode_capture
 
     stats = FileStats()
     try:
         with opener() as f:
-            for table, batch in decode_capture(f, name, ports=how.ports,
-                                               payload_limit=how.payload_limit,
-                                               version=how.version, stats=stats):
-                yield stage(table, batch)
+            yield from decode_capture(f, name, ports=how.ports,
+                                      payload_limit=how.payload_limit,
+                                      version=how.version, stats=stats)
     except OSError as exc:
         stats.errors += 1
-        yield from _error_rows(name, f"cannot read the file: {exc.strerror or exc}")
+        yield from capture_error_batches(name, f"cannot read the file: "
+                                               f"{exc.strerror or exc}")
     # A decoder bug must not cost the other files their results: it is reported as this
     # file's error row, with what to do about it.
     except Exception as exc:  # noqa: BLE001
         stats.errors += 1
-        yield from _error_rows(name, f"decoding stopped by {type(exc).__name__}: {exc} "
-                                     "(an mqttwire bug: please report it with the capture)")
+        yield from capture_error_batches(
+            name, f"decoding stopped by {type(exc).__name__}: {exc} "
+                  "(an mqttwire bug: please report it with the capture)")
     counters.files.add(1)
     counters.bytes.add(size)
     counters.records.add(stats.records)
@@ -210,31 +224,36 @@ def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
     counters.errors.add(stats.errors)
 
 
-def _error_rows(name: str, error: str) -> Iterator[pa.RecordBatch]:
-    """The STAGED rows of a capture's "capture_error" row."""
-    from .batches import capture_error_batches, stage
+def _stage_all(batches: Iterable[Batch]) -> Iterator[pa.RecordBatch]:
+    """A task's output as STAGED rows (:func:`~.batches.stage`): for :func:`read_tables`."""
+    from .batches import stage
 
-    for table, batch in capture_error_batches(name, error):
+    for table, batch in batches:
         yield stage(table, batch)
 
 
-def _stream_task(how: Decoding, counters: Counters) -> ArrowMap:
-    """mapInArrow function over (name, path, size, problem) rows: open and stream each."""
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _stream_task(how: Decoding, counters: Counters, out: Output) -> ArrowMap:
+    """mapInArrow function over (name, path, size, problem) rows: open and stream each;
+    ``out`` turns the task's table batches into what the task returns."""
+    def tables(batches: Iterator[pa.RecordBatch]) -> Iterator[Batch]:
+        from .batches import capture_error_batches
+
         for batch in batches:
             for name, path, size, problem in zip(*(c.to_pylist() for c in batch.columns)):
                 if problem is not None:
                     counters.files.add(1)
                     counters.errors.add(1)
-                    yield from _error_rows(name, problem)
+                    yield from capture_error_batches(name, problem)
                     continue
                 yield from _file_task(name, partial(open, path, "rb"), size, how, counters)
-    return run
+
+    return lambda batches: out(tables(batches))
 
 
-def _binary_task(names: dict[str, str], how: Decoding, counters: Counters) -> ArrowMap:
+def _binary_task(names: dict[str, str], how: Decoding, counters: Counters,
+                 out: Output) -> ArrowMap:
     """mapInArrow function over binaryFile's (path, content) rows."""
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def tables(batches: Iterator[pa.RecordBatch]) -> Iterator[Batch]:
         import pyarrow as pa
 
         for batch in batches:
@@ -245,7 +264,8 @@ def _binary_task(names: dict[str, str], how: Decoding, counters: Counters) -> Ar
                 name = names.get(uri) or uri.rsplit("/", 1)[-1]
                 yield from _file_task(name, partial(pa.BufferReader, content), content.size,
                                       how, counters)
-    return run
+
+    return lambda batches: out(tables(batches))
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,14 +295,13 @@ def _plan(files: list[CaptureFile], reader: str) -> tuple[list[CaptureFile], lis
     return stream, binary
 
 
-def _staged(spark: SparkSession, files: list[CaptureFile], how: Decoding, reader: str,
-            counters: Counters) -> DataFrame:
-    """The DataFrame of every table's batches (schema STAGED), one task per file."""
+def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reader: str,
+             counters: Counters, out: Output, out_schema: pa.Schema) -> DataFrame:
+    """What the tasks return (``out`` of every table's batches, in ``out_schema``), one
+    task per file."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .schema import STAGED
-
-    schema = from_arrow_schema(STAGED)
+    schema = from_arrow_schema(out_schema)
     stream, binary = _plan(files, reader)
     parts: list[DataFrame] = []
     if stream:
@@ -293,8 +312,7 @@ def _staged(spark: SparkSession, files: list[CaptureFile], how: Decoding, reader
         rdd = spark.sparkContext.parallelize(rows, len(rows))
         listing = spark.createDataFrame(
             rdd, "name string, path string, size long, problem string")
-        parts.append(listing.mapInArrow(
-            _stream_task(how, counters), schema))
+        parts.append(listing.mapInArrow(_stream_task(how, counters, out), schema))
     if binary:
         # One file per partition: with the open cost as large as a whole partition,
         # Spark's file packing never puts a second file next to the first.
@@ -303,7 +321,7 @@ def _staged(spark: SparkSession, files: list[CaptureFile], how: Decoding, reader
         names = {f.uri: f.name for f in binary}
         raw = spark.read.format("binaryFile").load([f.uri for f in binary])
         parts.append(raw.select("path", "content").mapInArrow(
-            _binary_task(names, how, counters), schema))
+            _binary_task(names, how, counters, out), schema))
     return _union(parts)
 
 
@@ -390,33 +408,21 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
     job that reads their ranges and checks them; the decoding waits for an action.  An
     unreadable input is not an exception: it is in ``files`` with its problem, and gets
     a "capture_error" row in ``errors`` and ``packets``."""
+    return _tables(spark, _Plan.make(spark, inputs, ports, payload_limit, version, reader,
+                                     split_size))
+
+
+def _tables(spark: SparkSession, plan: _Plan) -> Tables:
+    """The five tables of ``plan``'s files, staged (see the module docstring)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .batches import Decoding, unstage
+    from .batches import unstage
     from .schema import STAGED, TABLES
-    from .split import EXTRA_TABLES, connection_ids, read_split, renumber, retained
+    from .split import EXTRA_TABLES, connection_ids, renumber, retained
 
-    if reader not in ("auto", "stream", "binaryfile"):
-        raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
-    if split_size is not None and (not isinstance(split_size, int) or split_size < 1):
-        raise ValueError(f"split_size must be a positive number of bytes or None, "
-                         f"not {split_size!r}")
-    files = list_inputs(spark, inputs)
-    sc = spark.sparkContext
-    counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
-    # read_capture keeps no payload without a limit: the pipeline keeps them whole.
-    limit = sys.maxsize if payload_limit is None else payload_limit
-    how = Decoding(tuple(ports), limit, version)
-    whole = files
-    split = None
-    if split_size is not None and reader != "binaryfile":
-        big = [f for f in files if f.problem is None and f.size > split_size
-               and local_path(f.uri) is not None]
-        if big:
-            split = read_split(spark, big, split_size, how, counters)
-            whole = [f for f in files if all(f is not g for g in split.files)]
-    parts = [_staged(spark, whole, how, reader, counters)] if whole else []
+    files, counters, whole, split = plan.files, plan.counters, plan.whole, plan.split
+    parts = [plan.decoded(spark, _stage_all, STAGED)] if whole else []
     if split is not None and split.staged is not None:
         parts.append(split.staged)
     staged = _union(parts) if parts else spark.createDataFrame([], from_arrow_schema(STAGED))
@@ -440,6 +446,52 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
                   messages=table("messages"), retained=table("retained"),
                   errors=table("errors"), files=files, counters=counters, staged=staged,
                   split=split, connection_ids=ids)
+
+
+@dataclass
+class _Plan:
+    """The inputs of a run, listed, and how the tasks will read them."""
+
+    files: list[CaptureFile]
+    counters: Counters
+    how: Decoding
+    reader: str
+    #: The files read whole, one task each.
+    whole: list[CaptureFile]
+    #: The files read in byte ranges (the range reads done and checked), or None.
+    split: SplitRead | None
+
+    @classmethod
+    def make(cls, spark: SparkSession, inputs: Sequence[str], ports: Sequence[int],
+             payload_limit: int | None, version: int | None, reader: str,
+             split_size: int | None) -> _Plan:
+        from .batches import Decoding
+        from .split import read_split
+
+        if reader not in ("auto", "stream", "binaryfile"):
+            raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
+        if split_size is not None and (not isinstance(split_size, int) or split_size < 1):
+            raise ValueError(f"split_size must be a positive number of bytes or None, "
+                             f"not {split_size!r}")
+        files = list_inputs(spark, inputs)
+        sc = spark.sparkContext
+        counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
+        # read_capture keeps no payload without a limit: the pipeline keeps them whole.
+        limit = sys.maxsize if payload_limit is None else payload_limit
+        how = Decoding(tuple(ports), limit, version)
+        whole = files
+        split = None
+        if split_size is not None and reader != "binaryfile":
+            big = [f for f in files if f.problem is None and f.size > split_size
+                   and local_path(f.uri) is not None]
+            if big:
+                split = read_split(spark, big, split_size, how, counters)
+                whole = [f for f in files if all(f is not g for g in split.files)]
+        return cls(files, counters, how, reader, whole, split)
+
+    def decoded(self, spark: SparkSession, out: Output, schema: pa.Schema) -> DataFrame:
+        """The tasks of the files read whole, returning ``out`` of their batches."""
+        return _decoded(spark, self.whole, self.how, self.reader, self.counters, out, schema)
 
 
 def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:
@@ -468,6 +520,55 @@ def _write_tables(tables: Tables, target: str) -> None:
             done.result()
 
 
+def _write_directly(spark: SparkSession, plan: _Plan, target: str, progress: _Progress,
+                    phase: Callable[[str], None]) -> None:
+    """The tasks decode and write their files themselves (:mod:`.parquet`); the driver
+    commits them."""
+    from .parquet import WRITTEN, PartFiles, commit, staging_root
+
+    if plan.split is not None:
+        plan.split.unpersist()  # every file to split fell back to one task
+    root = staging_root(target)
+    phase("list")
+    try:
+        written = []
+        if plan.whole:
+            progress.start()
+            try:
+                written = plan.decoded(spark, PartFiles(root).write, WRITTEN).collect()
+            finally:
+                progress.stop()
+        phase("decode")
+        commit(target, root, written, TABLE_NAMES)
+        phase("write")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_through_spark(spark: SparkSession, plan: _Plan, target: str,
+                         progress: _Progress, phase: Callable[[str], None]) -> None:
+    """The tasks stage their batches, Spark persists them and writes each table."""
+    # Times as Parquet's INT64 TIMESTAMP(MICROS, UTC), as the tasks write them
+    # (.parquet), not Spark's legacy INT96: the same files whichever path wrote them.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    decoded = _tables(spark, plan)
+    decoded.persist()
+    phase("list")
+    try:
+        progress.start()
+        try:
+            decoded.staged.count()  # decodes every file and persists the staged rows
+        finally:
+            progress.stop()
+        if decoded.split is not None:
+            decoded.split.unpersist()  # the staged rows hold all that is needed now
+        phase("decode")
+        _write_tables(decoded, target)
+        phase("write")
+    finally:
+        decoded.unpersist()
+
+
 def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                  out: Any = None) -> PipelineResult:
     """Run the pipeline (see the module docstring); print progress to stderr and the
@@ -476,6 +577,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     from .report import write_summary
     from .session import default_master, make_session
 
+    if options.writer not in ("auto", "tasks", "spark"):
+        raise ValueError(f"writer must be auto, tasks or spark, not {options.writer!r}")
     out = out or sys.stdout
     own_session = spark is None
     if spark is None:
@@ -492,10 +595,9 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         lap = now
 
     try:
-        decoded = read_tables(spark, options.inputs, ports=options.ports,
-                              payload_limit=options.payload_limit, version=options.version,
-                              reader=options.reader, split_size=options.split_size)
-        files = decoded.files
+        plan = _Plan.make(spark, options.inputs, options.ports, options.payload_limit,
+                          options.version, options.reader, options.split_size)
+        files = plan.files
         for f in files:
             if f.problem is not None:
                 print(f"mqttwire: {f.uri}: {f.problem} (reported in the errors table)",
@@ -503,23 +605,18 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         total = sum(f.size for f in files)
         print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
               f"{spark.sparkContext.master}", file=sys.stderr)
-        progress = _Progress(decoded.counters, len(files), total, options.progress_interval)
-        decoded.persist()
+        progress = _Progress(plan.counters, len(files), total, options.progress_interval)
         target = options.out.rstrip("/")
-        phase("list")
-        try:
-            progress.start()
-            try:
-                decoded.staged.count()  # decodes every file and persists the staged rows
-            finally:
-                progress.stop()
-            if decoded.split is not None:
-                decoded.split.unpersist()  # the staged rows hold all that is needed now
-            phase("decode")
-            _write_tables(decoded, target)
-            phase("write")
-        finally:
-            decoded.unpersist()
+        local_target = local_path(target)
+        split = plan.split is not None and bool(plan.split.files)
+        if options.writer == "tasks" and (local_target is None or split):
+            raise ValueError(
+                "writer 'tasks' needs the output on a local path and no file split "
+                f"(out {target!r}{', a file split' if split else ''}): use writer 'spark'")
+        if local_target is not None and not split and options.writer != "spark":
+            _write_directly(spark, plan, local_target, progress, phase)
+        else:
+            _write_through_spark(spark, plan, target, progress, phase)
         tables = _written(spark, target)
         # Parquet keeps row counts in its footers; errors are counted by the summary.
         counts = {name: tables[name].count() for name in TABLE_NAMES if name != "errors"}

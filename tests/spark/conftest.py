@@ -79,6 +79,12 @@ class LocalRun:
     results: dict[str, Any]
     frames: dict[str, list[dict[str, Any]]]
     mixed: dict[str, dict[str, list[dict[str, Any]]]]
+    #: The partition directories that Spark's writer made for PARTITION_NAMES.
+    partition_dirs: list[str]
+
+
+#: Capture names with every character that Spark escapes in a partition directory.
+PARTITION_NAMES = ["a.pcap", "x:y=z%.pcap", "a b#c?'*[]^{}\\\x01\x7f", "é ü.pcapng"]
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +106,7 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
     except JavaMissing as exc:
         pytest.skip(f"Spark needs Java: {exc}")
     spark = make_session("local[2]")
-    run = LocalRun({}, {}, {}, {})
+    run = LocalRun({}, {}, {}, {}, [])
 
     def rows(tables: Any) -> dict[str, list[dict[str, Any]]]:
         tables.persist()
@@ -111,11 +117,15 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
             tables.unpersist()
 
     try:
-        for reader in ("stream", "binaryfile", "split"):
+        # "stream" and "binaryfile" have their tasks write the tables (a local output
+        # directory), "spark-writer" and "split" Spark's writer.
+        for reader in ("stream", "binaryfile", "split", "spark-writer"):
             out = tmp_path_factory.mktemp(f"out-{reader}")
             options = PipelineOptions(captures.inputs, str(out), master="local[2]",
                                       payload_limit=4, progress_interval=0,
-                                      reader="stream" if reader == "split" else reader,
+                                      reader="binaryfile" if reader == "binaryfile"
+                                      else "stream",
+                                      writer="spark" if reader == "spark-writer" else "auto",
                                       **({"split_size": SPLIT_SIZE} if reader == "split" else {}))
             run.results[reader] = run_pipeline(options, spark=spark)
             run.out[reader] = out
@@ -123,6 +133,11 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
         inputs = captures.inputs + [str(path) for path in captures.mixed]
         run.mixed = {"whole": rows(read_tables(spark, inputs, split_size=None)),
                      "split": rows(read_tables(spark, inputs, split_size=SPLIT_SIZE))}
+        written = tmp_path_factory.mktemp("partitions") / "t"
+        spark.createDataFrame([(name, 1) for name in PARTITION_NAMES], "capture string, x int"
+                              ).write.partitionBy("capture").parquet(str(written))
+        run.partition_dirs = sorted(p.name for p in written.iterdir()
+                                    if p.name.startswith("capture="))
     finally:
         spark.stop()
     yield run

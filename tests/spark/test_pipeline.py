@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from spark_scenarios import DELTA_PAYLOAD, comparable_rows, read_rows
 
@@ -199,6 +201,51 @@ def test_readers_agree(local_run) -> None:
     for table in TABLES:
         assert read_rows(local_run.out["stream"], table) == read_rows(
             local_run.out["binaryfile"], table), table
+
+
+def test_tasks_write_the_tables_that_spark_writes(local_run) -> None:
+    """With a local output directory the decoding tasks write the files themselves
+    (pyarrow); with writer "spark", Spark does: the same tables, row for row, in the same
+    layout, and the same summary."""
+    tasks, spark = local_run.out["stream"], local_run.out["spark-writer"]
+    for table in TABLES:
+        assert read_rows(tasks, table) == read_rows(spark, table), table
+        assert (spark / table / "_SUCCESS").exists()
+
+    def files(out: Path) -> dict[str, set[str]]:
+        return {table: {str(p.parent.relative_to(out)) for p in (out / table).rglob("*.parquet")}
+                for table in TABLES}
+
+    assert files(tasks) == files(spark)
+    assert not (tasks / "_temporary").exists()
+
+    def writers(out: Path) -> set[str]:
+        return {pq.ParquetFile(p).metadata.created_by.split()[0]
+                for p in out.rglob("*.parquet")}
+
+    assert writers(tasks) == {"parquet-cpp-arrow"}
+    assert writers(spark) == {"parquet-mr"}
+    # Both write times as INT64 microseconds, UTC (not Spark's legacy INT96).
+    for out in (tasks, spark):
+        part = sorted((out / "messages").glob("*.parquet"))[0]
+        assert pq.read_schema(part).field("ts").type == pa.timestamp("us", tz="UTC")
+    assert (local_run.results["stream"].summary_text.replace(str(tasks), "OUT")
+            == local_run.results["spark-writer"].summary_text.replace(str(spark), "OUT"))
+
+
+def test_partition_directories_are_named_as_spark_names_them(local_run) -> None:
+    from conftest import PARTITION_NAMES
+    from mqttwire.spark.parquet import partition_dir
+
+    assert sorted(partition_dir("capture", name) for name in PARTITION_NAMES) == (
+        local_run.partition_dirs)
+
+
+def test_writer_tasks_refuses_what_it_cannot_write(local_run, captures) -> None:
+    from mqttwire.spark import PipelineOptions, run_pipeline
+
+    with pytest.raises(ValueError, match="writer must be auto, tasks or spark, not 'x'"):
+        run_pipeline(PipelineOptions(captures.inputs, "/tmp/x", writer="x"))
 
 
 def _us(value) -> int:
