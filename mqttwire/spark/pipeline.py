@@ -579,6 +579,9 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
 
     if options.writer not in ("auto", "tasks", "spark"):
         raise ValueError(f"writer must be auto, tasks or spark, not {options.writer!r}")
+    if options.writer == "tasks" and local_path(options.out) is None:
+        raise ValueError(f"writer 'tasks' needs the output on a local path, not "
+                         f"{options.out!r}: use writer 'spark' or 'auto'")
     out = out or sys.stdout
     own_session = spark is None
     if spark is None:
@@ -609,10 +612,9 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         target = options.out.rstrip("/")
         local_target = local_path(target)
         split = plan.split is not None and bool(plan.split.files)
-        if options.writer == "tasks" and (local_target is None or split):
-            raise ValueError(
-                "writer 'tasks' needs the output on a local path and no file split "
-                f"(out {target!r}{', a file split' if split else ''}): use writer 'spark'")
+        if options.writer == "tasks" and split:
+            raise ValueError("writer 'tasks' cannot write a file that is split (split_size "
+                             f"{options.split_size}): use writer 'spark' or 'auto'")
         if local_target is not None and not split and options.writer != "spark":
             _write_directly(spark, plan, local_target, progress, phase)
         else:

@@ -264,3 +264,25 @@ def test_python_dash_m() -> None:
                           capture_output=True, text=True, env=env, timeout=60, check=False)
     # 0xC0 0x00: PINGREQ (12 << 4), Remaining Length 0.
     assert proc.returncode == 0 and proc.stdout.strip() == "PingReq()"
+
+
+@pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
+@pytest.mark.parametrize(("given", "writer"), [
+    ([], "auto"), (["--writer", "tasks"], "tasks"), (["--writer", "spark"], "spark")])
+def test_pipeline_writer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                         given: list[str], writer: str) -> None:
+    from mqttwire.spark import PipelineOptions
+
+    monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
+    seen: list[PipelineOptions] = []
+    monkeypatch.setattr("mqttwire.spark.run_pipeline",
+                        lambda options: seen.append(options) or _result(1, bad=0))
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path), *given]) == 0
+    assert seen[0].writer == writer
+
+
+def test_pipeline_rejects_an_unknown_writer(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["pipeline", "x.pcap", "--out", "o", "--writer", "hand"])
+    assert exc.value.code == 2
+    assert "argument --writer: invalid choice: 'hand'" in capsys.readouterr().err

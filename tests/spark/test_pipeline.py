@@ -241,11 +241,14 @@ def test_partition_directories_are_named_as_spark_names_them(local_run) -> None:
         local_run.partition_dirs)
 
 
-def test_writer_tasks_refuses_what_it_cannot_write(local_run, captures) -> None:
+def test_writer_option_is_checked_before_spark_starts(captures) -> None:
     from mqttwire.spark import PipelineOptions, run_pipeline
 
     with pytest.raises(ValueError, match="writer must be auto, tasks or spark, not 'x'"):
         run_pipeline(PipelineOptions(captures.inputs, "/tmp/x", writer="x"))
+    with pytest.raises(ValueError, match="writer 'tasks' needs the output on a local path, "
+                                         "not 'hdfs://nn/out'"):
+        run_pipeline(PipelineOptions(captures.inputs, "hdfs://nn/out", writer="tasks"))
 
 
 def _us(value) -> int:
