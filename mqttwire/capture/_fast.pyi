@@ -15,3 +15,9 @@ class FastReader(Iterator[Record]):
     def __init__(self, f: BinaryIO, handler: MqttStreams) -> None: ...
     def __iter__(self) -> FastReader: ...
     def __next__(self) -> Record: ...
+
+USED_SLOTS: list[tuple[str, str]]
+"""(class name, slot) of every shared slot the loop uses (mqttwire/capture/shared_slots.py)."""
+
+def slot_offset(cls: type, name: str) -> int:
+    """The offset of a shared slot, checked as at import; ImportError if it is not one."""

@@ -18,11 +18,14 @@ which this loop reads and writes in place, and nothing is decided here before ev
 condition of the fast case has been checked, so a hand-over always starts from untouched
 state.
 
-Slots are reached through their member descriptors' offsets (taken at import, with the
-descriptors' kinds checked), which is what the descriptors themselves do, without their
-attribute look-up; a :class:`Record` is allocated by its type and its 33 slots filled
-directly, the same values its ``__init__`` would store.  The import fails (and
-read_capture falls back to the pure loop) if any of these classes is not as expected.
+The slots shared so are declared in :mod:`mqttwire.capture.shared_slots`, from which
+the pure classes build their ``__slots__``.  Each is reached through its member
+descriptor's offset, looked up by name at import (with the descriptor's kind checked),
+which is what the descriptor itself does, without its attribute look-up; a :class:`Record`
+is allocated by its type and its 33 slots filled directly, the same values its
+``__init__`` would store.  The import fails (and read_capture falls back to the pure loop)
+if any of these classes is not as expected, or if this module uses a slot that
+shared_slots does not list.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -54,9 +57,13 @@ from .pcap import (
     _Source,
 )
 from .records import _DECODING, _Connection, _Direction, MqttStreams, Record
+from .shared_slots import RECORD_FIELDS, SHARED
 from .tcp import TcpConnection, TcpStream
 
-__all__ = ["CODEC", "FastReader"]
+__all__ = ["CODEC", "USED_SLOTS", "FastReader", "slot_offset"]
+
+#: (class name, slot) of every shared slot this module uses, as looked up at import.
+USED_SLOTS = []
 
 
 cdef extern from "structmember.h":
@@ -81,15 +88,27 @@ cdef extern from "Python.h":
 # Slots by offset
 
 
-cdef Py_ssize_t _offset(type cls, str name) except -1:
-    """The offset of the ``__slots__`` member ``name`` of ``cls`` in its instances."""
+cdef Py_ssize_t _offset(type cls, str name, bint used=True) except -1:
+    """The offset of the ``__slots__`` member ``name`` of ``cls`` in its instances: a
+    slot that shared_slots lists for the class, and a writable object slot."""
+    if name not in SHARED.get(cls.__name__, ()):
+        raise ImportError(f"{cls.__name__}.{name} is not a shared slot "
+                          "(mqttwire/capture/shared_slots.py)")
     descr = cls.__dict__.get(name)
     if type(descr) is not types.MemberDescriptorType:
         raise ImportError(f"{cls.__name__}.{name} is not a slot")
     cdef PyMemberDef* member = (<PyMemberDescrObject*>descr).d_member
     if member.type != T_OBJECT_EX or member.flags & READONLY:
         raise ImportError(f"{cls.__name__}.{name} is not a writable object slot")
+    if used:
+        USED_SLOTS.append((cls.__name__, name))
     return member.offset
+
+
+def slot_offset(cls, name):
+    """The offset of a shared slot, checked as at import (for the tests; not recorded
+    in USED_SLOTS)."""
+    return _offset(cls, name, False)
 
 
 cdef inline PyObject* _get(object obj, Py_ssize_t off) noexcept:
@@ -164,6 +183,7 @@ cdef enum:
     F_PROPERTIES, F_PACKET, F_ERROR, F_ERROR_OFFSET, F_END_REASON, F_VERSION_SOURCE
     NFIELDS  # 33
 
+# The F_* order spelled out: must be shared_slots.RECORD_FIELDS (checked at import).
 _RECORD_FIELDS = (
     "kind", "capture", "ts", "frame", "connection_id", "direction", "src_ip", "src_port",
     "dst_ip", "dst_port", "stream_offset", "length", "client_id", "protocol_version",
@@ -176,6 +196,8 @@ _RECORD_FIELDS = (
 
 cdef int _check_record() except -1:
     fields = dataclasses.fields(Record)
+    if _RECORD_FIELDS != RECORD_FIELDS:
+        raise ImportError("the F_* order here is not shared_slots.RECORD_FIELDS")
     if tuple(f.name for f in fields) != _RECORD_FIELDS:
         raise ImportError("Record's fields are not the ones this module fills")
     for f in fields[2:]:

@@ -55,11 +55,14 @@ from typing import Any, Literal
 
 from .._constants import PACKET_NAMES
 from .._errors import MQTTWireError
+from .shared_slots import CONNECTION, DIRECTION
 from .tcp import TcpConnection, TcpReassembler, TcpStream
 
 __all__ = ["MqttStreams", "Record", "looks_like_connect"]
 
 
+# The compiled loop allocates Records and fills their fields by position: the fields are
+# shared_slots.RECORD_FIELDS, in that order (tests/capture/test_shared_slots.py).
 @dataclass(slots=True, eq=False)
 class Record:
     """One MQTT packet, or one stretch of a stream that is not a packet, in a capture.
@@ -307,35 +310,9 @@ _INSIDE = "skipped: the capture began inside a packet"
 class _Direction:
     """The decoding state of one direction (a TCP stream) of an MQTT connection."""
 
-    __slots__ = (
-        "aliases",
-        "bad_from",
-        "cands",
-        "conn",
-        "dec",
-        "dec_base",
-        "dst_ip",
-        "end",
-        "first",
-        "hdr",
-        "head",
-        "mode",
-        "name",
-        "owner",
-        "pending",
-        "rbase",
-        "rbuf",
-        "remaining",
-        "segs",
-        "src_ip",
-        "start",
-        "stream",
-        "unframed",
-        "wbase",
-        "why",
-        "wlimit",
-        "wsize",
-    )
+    # The compiled loop reads and writes DIRECTION's slots in place (shared_slots.py).
+    __slots__ = (*DIRECTION, "bad_from", "cands", "dec_base", "head", "owner", "pending",
+                 "rbase", "rbuf", "segs", "wbase", "why", "wlimit", "wsize")
 
     def __init__(self, owner: MqttStreams, conn: _Connection, stream: TcpStream,
                  name: str) -> None:
@@ -827,7 +804,8 @@ class _Connection:
     """An MQTT connection: its id, the client's identity, its level and how that was
     known, and its two directions."""
 
-    __slots__ = ("c2s", "client_id", "id", "owner", "s2c", "version", "version_source")
+    # The compiled loop reads and writes CONNECTION's slots in place (shared_slots.py).
+    __slots__ = (*CONNECTION, "c2s", "owner", "s2c")
 
     def __init__(self, owner: MqttStreams, tcp: TcpConnection, client_side: int) -> None:
         self.id = f"{owner.capture}#{tcp.index}"

@@ -37,6 +37,7 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 from .link import TcpSegment
+from .shared_slots import TCP_CONNECTION, TCP_STREAM
 
 __all__ = ["StreamHandler", "TcpConnection", "TcpReassembler", "TcpStream"]
 
@@ -66,25 +67,8 @@ class TcpStream:
         user: free for the handler.
     """
 
-    __slots__ = (
-        "_count",
-        "base",
-        "conn",
-        "dport",
-        "dst",
-        "ended",
-        "fin",
-        "high",
-        "next",
-        "peer",
-        "pending",
-        "pending_bytes",
-        "side",
-        "sport",
-        "src",
-        "synced",
-        "user",
-    )
+    # The compiled loop reads and writes TCP_STREAM's slots in place (shared_slots.py).
+    __slots__ = (*TCP_STREAM, "_count", "dst", "pending_bytes", "side", "src", "synced")
 
     def __init__(self, conn: TcpConnection, side: int, src: bytes, sport: int, dst: bytes,
                  dport: int) -> None:
@@ -119,7 +103,8 @@ class TcpConnection:
         user: free for the handler.
     """
 
-    __slots__ = ("first_ts", "ignored", "index", "streams", "syn_seen", "user")
+    # The compiled loop reads TCP_CONNECTION's slots in place (shared_slots.py).
+    __slots__ = (*TCP_CONNECTION, "first_ts", "index", "streams", "syn_seen", "user")
 
     def __init__(self, index: int, first_ts: int, src: bytes, sport: int, dst: bytes,
                  dport: int, syn_seen: bool) -> None:
