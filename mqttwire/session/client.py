@@ -464,6 +464,11 @@ class ClientSession:
     def _end(self, reason: str, *, reason_code: int | None = None, by_server: bool = False,
              error: MQTTWireError | None = None) -> None:
         self.state = ClientState.DISCONNECTED
+        # A SUBSCRIBE or UNSUBSCRIBE not answered on this connection never will be (only
+        # PUBLISH and PUBREL are re-sent, [MQTT-4.4.0-1]): forget it, free its identifier.
+        for pid in self._requests:
+            self._ids.release(pid)
+        self._requests.clear()
         self._held = []
         self._events.append(Disconnected(reason, reason_code, by_server, error))
 
@@ -681,11 +686,17 @@ class ClientSession:
         if packet.qos == 0:
             self._events.append(MessageReceived(ReceivedMessage(packet, topic, self._epoch)))
             return
-        if pid in self._inbound:
+        pending = self._inbound.get(pid)
+        if pending is not None or pid in self._awaiting_pubrel:
+            held_qos = pending.message.qos if pending is not None else 2
+            if held_qos != packet.qos:
+                # §2.2.1: a new PUBLISH needs an identifier that is not in use.
+                raise ProtocolError("PUBLISH", f"QoS {packet.qos} PUBLISH with packet "
+                                    f"identifier {pid}, in use by a QoS {held_qos} message",
+                                    rule="§2.2.1")
+            if pending is None:
+                self._send(self.codec.PubRec(pid), now)  # [MQTT-4.3.3-10]
             return  # sent again before we acknowledged it: not delivered twice
-        if pid in self._awaiting_pubrel:
-            self._send(self.codec.PubRec(pid), now)  # [MQTT-4.3.3-10]
-            return
         limit = self.receive_maximum if self.receive_maximum is not None else 65535
         if self.version == 5 and len(self._inbound) + len(self._awaiting_pubrel) >= limit:
             # [MQTT-3.3.4-9] is the server's duty; exceeding it: DISCONNECT 0x93 (§3.3.4).

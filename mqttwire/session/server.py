@@ -816,6 +816,10 @@ class ServerConnection:
                 raise ProtocolError("PUBLISH", "a Subscription Identifier from a Client",
                                     rule="MQTT-3.3.4-6")
         pid = packet.packet_id
+        if packet.qos == 1 and pid in session.awaiting_pubrel:
+            # §2.2.1: a new PUBLISH needs an identifier that is not in use.
+            raise ProtocolError("PUBLISH", f"QoS 1 PUBLISH with packet identifier {pid}, in "
+                                "use by a QoS 2 message awaiting PUBREL", rule="§2.2.1")
         if packet.qos == 2:
             if pid in session.awaiting_pubrel:
                 # [MQTT-4.3.3-10]: acknowledged again, not delivered twice.

@@ -441,3 +441,24 @@ def test_repr(codec: ModuleType) -> None:
     assert "ClientSession 'me' v5 connected" in repr(client)
     message = client.publish("t", b"x", qos=1, now=0.0)
     assert "OutgoingMessage('t'" in repr(message)
+
+
+def test_packet_identifier_in_use_by_another_qos(codec: ModuleType) -> None:
+    # §2.2.1: the server must not reuse an identifier still in use.
+    client, server = connected(codec)
+    server.send(codec.Publish("t", b"m", qos=2, packet_id=4))
+    server.received()
+    events = server.send(codec.Publish("t", b"m", qos=1, packet_id=4))
+    assert [p.reason_code for p in server.received()] == [0x82]
+    assert of_type(events, Disconnected)[0].error.rule == "§2.2.1"
+
+
+def test_unanswered_subscribe_is_forgotten_with_the_connection(codec: ModuleType) -> None:
+    client, server = connected(codec, session_expiry_interval=60)
+    pid = client.subscribe(("a", 0), now=0.0)
+    client.connection_lost(1.0)
+    server.connect(now=2.0, session_present=True)
+    server.received()
+    # Its identifier is free again, and a late SUBACK for it answers nothing.
+    server.send(codec.SubAck(pid, [0]))
+    assert [p.reason_code for p in server.received()] == [0x82]

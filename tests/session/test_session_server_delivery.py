@@ -426,3 +426,13 @@ def test_unsubscribe(codec: ModuleType) -> None:
     # [MQTT-3.10.4-4]; 5.0 §3.11.3 0x11 No subscription existed.
     assert client.received() == [codec.UnsubAck(2, [0, 0x11])]
     assert len(broker.subscriptions) == 0
+
+
+def test_qos1_publish_reusing_a_qos2_identifier(codec: ModuleType) -> None:
+    # §2.2.1: an identifier awaiting PUBREL is in use.
+    broker, sub, pub = pair(codec)
+    pub.send(codec.Publish("t/a", b"m", qos=2, packet_id=5))
+    pub.received()
+    events = pub.send(codec.Publish("t/a", b"m", qos=1, packet_id=5))
+    assert [p.reason_code for p in pub.received()] == [0x82]
+    assert of_type(events, ConnectionClosed)[0].error.rule == "§2.2.1"
