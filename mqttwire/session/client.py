@@ -384,14 +384,19 @@ class ClientSession:
         return pid
 
     def _request(self, packet: Any, now: float) -> None:
+        problem = None
         if self.state is ClientState.CONNECTED:
-            self._send(packet, now)
+            if not self._send(packet, now):
+                problem = ("larger than the server's Maximum Packet Size "
+                           f"{self._server_max_packet} ([MQTT-3.2.2-15])")
         elif self.state is ClientState.CONNECTING:
             self._held.append(packet)
         else:
+            problem = "not connected: call connect() first"
+        if problem is not None:
             self._requests.pop(packet.packet_id, None)
             self._ids.release(packet.packet_id)
-            raise SessionError("not connected: call connect() first")
+            raise SessionError(f"{type(packet).__name__.upper()} not sent: {problem}")
 
     def ack(self, message: ReceivedMessage, *, reason_code: int = 0, now: float) -> bool:
         """Acknowledge a received QoS 1/2 message (manual acknowledgement): PUBACK, or

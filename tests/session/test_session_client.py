@@ -462,3 +462,13 @@ def test_unanswered_subscribe_is_forgotten_with_the_connection(codec: ModuleType
     # Its identifier is free again, and a late SUBACK for it answers nothing.
     server.send(codec.SubAck(pid, [0]))
     assert [p.reason_code for p in server.received()] == [0x82]
+
+
+def test_subscribe_over_servers_maximum_packet_size_raises(codec: ModuleType) -> None:
+    client, server = connected(codec, Properties(maximum_packet_size=20))
+    with pytest.raises(SessionError, match="Maximum Packet Size"):
+        client.subscribe(("a/" + "x" * 40, 0), now=0.0)
+    assert server.received() == []
+    client.connection_lost(1.0)
+    with pytest.raises(SessionError, match="not connected"):
+        client.unsubscribe("a", now=2.0)
