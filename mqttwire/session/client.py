@@ -556,12 +556,16 @@ class ClientSession:
                 self._aliases_out = OutboundAliases(props.topic_alias_maximum)
         self.state = ClientState.CONNECTED
         discarded: list[OutgoingMessage] = []
-        if not packet.session_present and self._has_session:
+        present = bool(packet.session_present)
+        if self.version == 3:
+            # MQTT 3.1 has no Session Present flag: a Clean Session 0 connection is taken
+            # to find its session.
+            present = not self._sent_clean_start
+        if not present and self._has_session:
             # No session on the server: ours is discarded too (§3.2.2.1.1).
             discarded = self._discard_session()
         self._has_session = True
-        self._events.append(Connected(packet, bool(packet.session_present), self.client_id,
-                                      discarded))
+        self._events.append(Connected(packet, present, self.client_id, discarded))
         # [MQTT-4.4.0-1]: re-send unacknowledged PUBLISHes (DUP 1) and PUBRELs with their
         # identifiers, in the original order [MQTT-4.6.0-1].
         for pid, message in self._inflight.items():
@@ -597,7 +601,12 @@ class ClientSession:
                 return  # [MQTT-3.3.4-7]
             self._queue.popleft()
             if message.qos > self._maximum_qos or (message.retain and not self._retain_available):
+                # Queued before this server said it does not allow it ([MQTT-3.2.2-11],
+                # [MQTT-3.2.2-14]): dropped, with the code that says why.
                 message.state = "failed"
+                self._events.append(PublishCompleted(message, ReasonCode.QOS_NOT_SUPPORTED
+                                                     if message.qos > self._maximum_qos
+                                                     else ReasonCode.RETAIN_NOT_SUPPORTED))
                 continue
             if message.qos == 0:
                 message.state = "done" if self._send_publish(message, None, now) else "failed"

@@ -169,7 +169,10 @@ class MessageReceived(Event):
 @dataclass(frozen=True, eq=False)
 class PublishCompleted(Event):
     """One of our QoS 1/2 PUBLISHes is finished: PUBACK, PUBCOMP, or a PUBREC with a
-    failure code; ``reason_code`` is that packet's (always 0 before 5.0)."""
+    failure code; ``reason_code`` is that packet's (always 0 before 5.0).  A PUBLISH the
+    session dropped without sending has the code that says why: 0x95 (larger than the
+    server's Maximum Packet Size), 0x9B (above its Maximum QoS), 0x9A (RETAIN, which it
+    does not support)."""
 
     message: OutgoingMessage
     reason_code: int

@@ -232,12 +232,13 @@ class Broker:
     def outgoing(self) -> list[Outgoing]:
         """Every connection with bytes to send or a socket to close, since the last call
         (each once, its bytes taken)."""
+        dirty = list(self._dirty)
+        self._dirty.clear()
         out = []
-        for conn in self._dirty:
-            data = conn.data_to_send()
+        for conn in dirty:
+            data = conn._take_output()
             if data or conn.closed:
                 out.append(Outgoing(conn, data, conn.closed))
-        self._dirty.clear()
         return out
 
     def _mark(self, conn: ServerConnection) -> None:
@@ -504,7 +505,12 @@ class ServerConnection:
     # Output ----------------------------------------------------------------------------
 
     def data_to_send(self) -> bytes:
-        """Take the bytes queued for the socket."""
+        """Take the bytes queued for the socket (``Broker.outgoing()`` does this for
+        every connection with output)."""
+        self.broker._dirty.pop(self, None)
+        return self._take_output()
+
+    def _take_output(self) -> bytes:
         data = b"".join(self._output)
         self._output.clear()
         return data

@@ -472,3 +472,29 @@ def test_subscribe_over_servers_maximum_packet_size_raises(codec: ModuleType) ->
     client.connection_lost(1.0)
     with pytest.raises(SessionError, match="not connected"):
         client.unsubscribe("a", now=2.0)
+
+
+def test_queued_publish_the_server_does_not_allow_is_dropped(codec: ModuleType) -> None:
+    client = ClientSession("me", codec=codec)
+    server = FakeServer(client, codec)
+    client.connect(0.0)
+    server.received()
+    qos2 = client.publish("a", b"x", qos=2, now=0.0)
+    retained = client.publish("a", b"x", retain=True, now=0.0)
+    events = server.send(codec.ConnAck(properties=Properties(maximum_qos=1,
+                                                             retain_available=0)))
+    codes = [(e.message, e.reason_code) for e in of_type(events, PublishCompleted)]
+    assert codes == [(qos2, 0x9B), (retained, 0x9A)]
+    assert server.received() == []
+
+
+def test_v31_clean_session_0_keeps_the_session(codec: ModuleType) -> None:
+    # MQTT 3.1's CONNACK has no Session Present flag.
+    client, server = connected(codec, version=3, clean_start=False)
+    message = client.publish("a", b"x", qos=1, now=0.0)
+    server.received()
+    client.connection_lost(1.0)
+    events = server.connect(now=2.0)
+    assert of_type(events, Connected)[0].session_present
+    [resent] = server.received()
+    assert resent.dup and resent.packet_id == message.packet_id

@@ -255,3 +255,11 @@ def test_connection_lost_reports_close(codec: ModuleType) -> None:
     assert closed.by_client and closed.reason_code is None and closed.client_id == "c"
     assert client.conn.connection_lost(2.0) == []
     assert "ServerConnection" in repr(client.conn) and "closed" in repr(client.conn)
+
+
+def test_data_to_send_takes_a_connection_out_of_outgoing(codec: ModuleType) -> None:
+    broker = Broker(codec=codec)
+    client = FakeClient(broker, codec)
+    client.send(codec.Connect("a"))
+    assert isinstance(codec.decode(client.conn.data_to_send()), codec.ConnAck)
+    assert broker.outgoing() == []
