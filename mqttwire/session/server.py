@@ -398,6 +398,10 @@ class Broker:
             self._publish_will(client_id, will, now)
 
     def _publish_will(self, client_id: str, will: Message, now: float) -> None:
+        props = will.properties
+        if props is not None and props.message_expiry_interval is not None:
+            # §3.1.3.2.4: the Will's Message Expiry Interval counts from its publication.
+            will.expires_at = now + props.message_expiry_interval
         self._events.append(WillPublished(client_id, will))
         self._route(will, None, now)
 

@@ -305,3 +305,15 @@ def test_broker_shutdown(codec: ModuleType) -> None:
     assert [p.reason_code for p in a.received()] == [0x8B]
     assert b.received() == [] and b.conn.closed
     assert repr(broker).startswith("Broker(")
+
+
+def test_delayed_will_expiry_counts_from_publication(codec: ModuleType) -> None:
+    # §3.1.3.2.4: the Will's Message Expiry Interval is the lifetime of the published
+    # message, not of the wait before it.
+    broker = Broker(codec=codec)
+    client = FakeClient(broker, codec)
+    client.connect("c", will=codec.Will("w/c", b"late", qos=1, properties=Properties(
+        will_delay_interval=10, message_expiry_interval=5)), **persistent(codec, 100))
+    client.conn.connection_lost(0.0)
+    [will] = of_type(broker.tick(10.0), WillPublished)
+    assert will.message.expires_at == 15.0
