@@ -95,12 +95,16 @@ class ReceivedMessage:
 class _Inbound:
     """A received QoS 1/2 message whose PUBACK/PUBREC is not sent yet."""
 
-    __slots__ = ("message", "acked", "reason_code")
+    __slots__ = ("message", "acked", "reason_code", "present")
 
     def __init__(self, message: ReceivedMessage) -> None:
         self.message = message
         self.acked = False
         self.reason_code = 0
+        #: False from a resumed CONNACK until the server's re-sent copy arrives (or the
+        #: PINGRESP that shows its re-sending is over): an acknowledgement sent before
+        #: the copy would make the copy a new message [MQTT-4.3.2-5].
+        self.present = True
 
 
 class ClientSession:
@@ -508,6 +512,10 @@ class ClientSession:
                 self._on_request_ack(packet)
             elif isinstance(packet, codec.PingResp):
                 self._ping_sent = None
+                if any(not entry.present for entry in self._inbound.values()):
+                    for entry in self._inbound.values():
+                        entry.present = True
+                    self._flush_acks(now)
             elif isinstance(packet, codec.Disconnect):
                 self._end(f"DISCONNECT 0x{packet.reason_code:02X} from the server",
                           reason_code=packet.reason_code, by_server=True)
@@ -576,6 +584,15 @@ class ClientSession:
         for held in self._held:
             self._send(held, now)
         self._held = []
+        if present and self._inbound:
+            # The server re-sends the PUBLISHes we have not acknowledged [MQTT-4.4.0-1]
+            # right after CONNACK.  Their acknowledgements wait for those copies, so that
+            # a copy arriving after our PUBACK is not taken for a new message; a PINGREQ
+            # marks the end: its PINGRESP comes after everything sent before it.
+            for entry in self._inbound.values():
+                entry.present = False
+            self._send(self.codec.PingReq(), now)
+            self._ping_sent = now
         self._flush_acks(now)
         self._pump(now)
 
@@ -710,6 +727,9 @@ class ClientSession:
                                     rule="§2.2.1")
             if pending is None:
                 self._send(self.codec.PubRec(pid), now)  # [MQTT-4.3.3-10]
+            elif not pending.present:
+                pending.present = True
+                self._flush_acks(now)
             return  # sent again before we acknowledged it: not delivered twice
         limit = self.receive_maximum if self.receive_maximum is not None else 65535
         if self.version == 5 and len(self._inbound) + len(self._awaiting_pubrel) >= limit:
@@ -731,7 +751,7 @@ class ClientSession:
             return
         while self._inbound:
             pid, entry = next(iter(self._inbound.items()))
-            if not entry.acked:
+            if not (entry.acked and entry.present):
                 return
             del self._inbound[pid]
             code = entry.reason_code
