@@ -1,0 +1,88 @@
+"""A sans-I/O MQTT session layer: the protocol state of a server and of a client, with
+no sockets, no event loop and no clock of its own.
+
+The caller owns the network and the time.  It passes received bytes (or decoded packets)
+with the current time as a float, writes out the bytes the session layer queues, and
+calls ``tick(now)`` when ``next_deadline()`` comes.  Every call returns the events it
+caused (``mqttwire.session.events``).
+
+- ``Broker`` and ``ServerConnection`` (``mqttwire.session.server``): sessions,
+  subscriptions, retained messages, wills, QoS 1/2 both ways, Receive Maximum, Topic
+  Aliases, keep-alive, session and message expiry, for MQTT 3.1, 3.1.1 and 5.0 clients.
+- ``ClientSession`` (``mqttwire.session.client``): CONNECT, SUBSCRIBE, PUBLISH, QoS 1/2
+  in flight, resumed sessions, and deferred acknowledgement of received messages.
+
+Each takes ``codec``: ``mqttwire._speedups`` or ``mqttwire._pure`` (None: the one
+``import mqttwire`` picked).  docs/session.md describes it all.
+"""
+
+from __future__ import annotations
+
+from .aliases import InboundAliases, OutboundAliases
+from .client import ClientSession, ClientState, OutgoingMessage, ReceivedMessage
+from .errors import SessionError
+from .events import (
+    ClientConnected,
+    ClientRefused,
+    ClientSubscribed,
+    ClientUnsubscribed,
+    Connected,
+    ConnectionClosed,
+    ConnectRefused,
+    Disconnected,
+    Event,
+    MessagePublished,
+    MessageReceived,
+    PublishCompleted,
+    SessionExpired,
+    SubscribeCompleted,
+    UnsubscribeCompleted,
+    WillPublished,
+)
+from .message import Message, RetainedStore
+from .server import (
+    SESSION_NEVER_EXPIRES,
+    Broker,
+    BrokerConfig,
+    ConnectionState,
+    Delivery,
+    Outgoing,
+    ServerConnection,
+    ServerSession,
+)
+
+__all__ = [
+    "Broker",
+    "BrokerConfig",
+    "ServerConnection",
+    "ServerSession",
+    "ConnectionState",
+    "Delivery",
+    "Outgoing",
+    "SESSION_NEVER_EXPIRES",
+    "ClientSession",
+    "ClientState",
+    "OutgoingMessage",
+    "ReceivedMessage",
+    "Message",
+    "RetainedStore",
+    "InboundAliases",
+    "OutboundAliases",
+    "SessionError",
+    "Event",
+    "ClientConnected",
+    "ClientRefused",
+    "MessagePublished",
+    "ClientSubscribed",
+    "ClientUnsubscribed",
+    "ConnectionClosed",
+    "WillPublished",
+    "SessionExpired",
+    "Connected",
+    "ConnectRefused",
+    "MessageReceived",
+    "PublishCompleted",
+    "SubscribeCompleted",
+    "UnsubscribeCompleted",
+    "Disconnected",
+]

@@ -1,0 +1,934 @@
+"""The server side: broker state shared by all connections, and one object per network
+connection.  No sockets, no clock: the caller passes received bytes and the time, and
+writes out what ``Broker.outgoing()`` (or each connection's ``data_to_send()``) returns.
+
+Protocol levels 3 (MQTT 3.1), 4 (3.1.1) and 5 (5.0) are chosen per connection by its
+CONNECT.  Rule numbers are MQTT 5.0's unless marked 3.1.1.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from .._constants import ReasonCode
+from .._errors import MQTTWireError, ProtocolError
+from .._properties import Properties
+from ._codec import Codec
+from ._ids import PacketIds
+from ._timers import Timers
+from .aliases import InboundAliases, OutboundAliases
+from .errors import SessionError
+from .events import (
+    ClientConnected,
+    ClientRefused,
+    ClientSubscribed,
+    ClientUnsubscribed,
+    ConnectionClosed,
+    Event,
+    MessagePublished,
+    SessionExpired,
+    WillPublished,
+)
+from .message import Message, RetainedStore
+
+__all__ = [
+    "Broker",
+    "BrokerConfig",
+    "ServerConnection",
+    "ServerSession",
+    "ConnectionState",
+    "Delivery",
+    "Outgoing",
+    "SESSION_NEVER_EXPIRES",
+]
+
+#: Session Expiry Interval 0xFFFFFFFF: the session does not expire (§3.1.2.11.2).
+SESSION_NEVER_EXPIRES = 0xFFFF_FFFF
+
+#: A subscribe deny rule: (client identifier, subscription) -> True to refuse it.
+DenyRule = Callable[[str, Any], bool]
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """What the broker offers and enforces.  Every field has a working default."""
+
+    #: QoS 1/2 PUBLISHes a 5.0 client may have unacknowledged towards us (CONNACK
+    #: Receive Maximum, §3.2.2.3.3); one more gets DISCONNECT 0x93.
+    receive_maximum: int = 64
+    #: Our in-flight window towards 3.x clients, which announce no Receive Maximum.
+    v3_send_window: int = 64
+    #: Largest packet accepted (CONNACK Maximum Packet Size); larger ones are refused
+    #: from their fixed header (0x95).  None: no limit beyond the protocol's.
+    max_packet_size: int | None = 1024 * 1024
+    #: Topic Aliases a 5.0 client may use towards us (CONNACK Topic Alias Maximum).
+    topic_alias_maximum: int = 16
+    #: Assign Topic Aliases to PUBLISHes sent to 5.0 clients that allow them (their
+    #: CONNECT Topic Alias Maximum), within their maximum.
+    assign_topic_aliases: bool = True
+    #: Keep Alive cap in seconds: a 5.0 client asking for more (or 0, none) is told this
+    #: value as Server Keep Alive (§3.2.2.3.14).  None: the client's value stands.
+    max_keep_alive: int | None = None
+    #: Seconds a new connection has to send CONNECT (3.1.1 §3.1.4, "a reasonable time").
+    connect_timeout: float = 10.0
+    #: Optional per-filter subscribe deny rule: (client identifier, Subscription) ->
+    #: True to refuse.  Refused filters get SUBACK 0x87 Not authorized (5.0), 0x80
+    #: Failure (3.1.1); MQTT 3.1 has no failure code, so the connection is closed.
+    deny_subscription: DenyRule | None = None
+    #: Prefix of the Client Identifiers assigned to clients that send an empty one.
+    assigned_id_prefix: str = "auto-"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.receive_maximum <= 65535:
+            raise ValueError(f"receive_maximum must be 1..65535, not {self.receive_maximum}")
+        if not 1 <= self.v3_send_window <= 65535:
+            raise ValueError(f"v3_send_window must be 1..65535, not {self.v3_send_window}")
+        if not 0 <= self.topic_alias_maximum <= 65535:
+            raise ValueError(
+                f"topic_alias_maximum must be 0..65535, not {self.topic_alias_maximum}")
+        if self.max_packet_size is not None and not 2 <= self.max_packet_size <= 268_435_460:
+            raise ValueError(f"max_packet_size {self.max_packet_size} is out of range")
+        if self.max_keep_alive is not None and not 1 <= self.max_keep_alive <= 65535:
+            raise ValueError(f"max_keep_alive must be 1..65535, not {self.max_keep_alive}")
+
+
+@dataclass(eq=False)
+class Delivery:
+    """A message on its way to one session, as that session's subscriptions made it:
+    the QoS (the highest of the matching subscriptions [MQTT-3.3.4-2], at most the
+    message's [MQTT-3.8.4-8]), RETAIN as forwarded, and the Subscription Identifiers
+    [MQTT-3.3.4-3]."""
+
+    message: Message
+    qos: int
+    retain: bool
+    subscription_ids: list[int] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _InFlight:
+    delivery: Delivery
+    #: QoS 2: PUBREC came and our PUBREL went; PUBCOMP is awaited.
+    released: bool = False
+
+
+@dataclass(eq=False)
+class _Subscribed:
+    """A stored subscription: its options and 5.0 Subscription Identifier.  ``qos`` is
+    what TopicTree reads."""
+
+    options: Any
+    identifier: int | None
+
+    @property
+    def qos(self) -> int:
+        q: int = self.options.qos
+        return q
+
+
+class ServerSession:
+    """The state the server keeps for one Client Identifier (MQTT 5.0 §4.1), which may
+    outlive its network connection."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        #: Deliveries waiting for the connection or for room in the client's window.
+        self.queue: deque[Delivery] = deque()
+        #: Our unacknowledged QoS 1/2 PUBLISHes, by packet identifier, in sending order.
+        self.inflight: OrderedDict[int, _InFlight] = OrderedDict()
+        #: Identifiers of the client's QoS 2 PUBLISHes we PUBREC'd, until its PUBREL.
+        self.awaiting_pubrel: set[int] = set()
+        self.ids = PacketIds()
+        self.connection: ServerConnection | None = None
+        #: Seconds the session outlives its connection: 0, a 5.0 interval, or
+        #: SESSION_NEVER_EXPIRES (also a 3.x Clean Session 0 session).
+        self.expiry_interval = 0
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connection is not None else "offline"
+        return (f"ServerSession({self.client_id!r}, {state}, {len(self.inflight)} in flight,"
+                f" {len(self.queue)} queued, expiry={self.expiry_interval})")
+
+
+class ConnectionState(enum.Enum):
+    AWAITING_CONNECT = "awaiting CONNECT"
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+class Outgoing:
+    """What one connection has to send: ``data`` to write, then close the socket if
+    ``close``.  Unpacks as ``(connection, data, close)``."""
+
+    __slots__ = ("connection", "data", "close")
+
+    def __init__(self, connection: ServerConnection, data: bytes, close: bool) -> None:
+        self.connection = connection
+        self.data = data
+        self.close = close
+
+    def __iter__(self) -> Any:
+        return iter((self.connection, self.data, self.close))
+
+    def __repr__(self) -> str:
+        return f"Outgoing({self.connection!r}, {len(self.data)} bytes, close={self.close})"
+
+
+class Broker:
+    """Sessions, subscriptions, retained messages and pending wills, shared by every
+    connection of one server.
+
+    Usage (the caller owns the sockets and the clock)::
+
+        broker = Broker(BrokerConfig(max_keep_alive=60))
+        conn = broker.new_connection(now)              # a client connected
+        events = conn.receive_data(data, now)          # bytes read from its socket
+        for out in broker.outgoing():                  # every connection with output
+            write(out.connection, out.data)
+            if out.close: close(out.connection)
+        when = broker.next_deadline()                  # call broker.tick(now) then
+        events = broker.tick(now)
+
+    ``codec`` is the codec module (``mqttwire._speedups`` or ``mqttwire._pure``); None
+    uses the one ``import mqttwire`` picked.
+    """
+
+    def __init__(self, config: BrokerConfig | None = None, *,
+                 codec: ModuleType | None = None) -> None:
+        self.config = config if config is not None else BrokerConfig()
+        self.codec = Codec(codec)
+        self.sessions: dict[str, ServerSession] = {}
+        #: Every session's subscriptions: filter -> client identifier -> _Subscribed.
+        self.subscriptions = self.codec.TopicTree()
+        self.retained = RetainedStore()
+        #: Wills waiting for their Will Delay Interval, by client identifier.
+        self.delayed_wills: dict[str, Message] = {}
+        self._share_turns: dict[str, int] = {}
+        self._timers = Timers()
+        self._events: list[Event] = []
+        self._dirty: dict[ServerConnection, None] = {}
+        self._numbers = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return (f"Broker({len(self.sessions)} sessions, {len(self.subscriptions)} subscriptions,"
+                f" {len(self.retained)} retained, codec={self.codec.module.__name__})")
+
+    # Connections ---------------------------------------------------------------------
+
+    def new_connection(self, now: float, *, name: str | None = None) -> ServerConnection:
+        """A new network connection: it has ``connect_timeout`` seconds to send CONNECT."""
+        conn = ServerConnection(self, next(self._numbers), name, now)
+        self._timers.set(("conn", conn), now + self.config.connect_timeout)
+        return conn
+
+    def outgoing(self) -> list[Outgoing]:
+        """Every connection with bytes to send or a socket to close, since the last call
+        (each once, its bytes taken)."""
+        dirty = list(self._dirty)
+        self._dirty.clear()
+        out = []
+        for conn in dirty:
+            data = conn._take_output()
+            if data or conn.closed:
+                out.append(Outgoing(conn, data, conn.closed))
+        return out
+
+    def _mark(self, conn: ServerConnection) -> None:
+        self._dirty[conn] = None
+
+    def _take_events(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    # Time ----------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When ``tick`` next has work (keep-alive, CONNECT timeout, will delay, session
+        expiry), or None."""
+        return self._timers.next_deadline()
+
+    def tick(self, now: float) -> list[Event]:
+        """Do what is due at ``now``."""
+        for key in self._timers.due(now):
+            kind: str
+            target: Any
+            kind, target = key  # type: ignore[misc]
+            if kind == "conn":
+                target._deadline(now)
+            elif kind == "will":
+                self._publish_delayed_will(target, now)
+            elif kind == "session":
+                session = self.sessions.get(target)
+                if session is not None and session.connection is None:
+                    self._end_session(session, now)
+        return self._take_events()
+
+    # Publishing ----------------------------------------------------------------------
+
+    def publish(self, topic: str, payload: bytes = b"", *, qos: int = 0, retain: bool = False,
+                properties: Properties | None = None, now: float) -> list[Event]:
+        """Publish an Application Message of the server's own (``$SYS`` topics, a
+        bridge): retained and routed like a client's."""
+        self.codec.validate_topic_name(topic, version=5)
+        if qos not in (0, 1, 2):
+            raise SessionError(f"QoS must be 0, 1 or 2, not {qos!r}")
+        message = Message.received(topic, payload, qos, retain, properties, now)
+        self._route(message, None, now)
+        return self._take_events()
+
+    def _route(self, message: Message, sender: str | None, now: float) -> int:
+        """Retain and deliver ``message`` to every matching session; returns how many."""
+        if message.retain:
+            self.retained.store(message)
+        own: dict[str, list[_Subscribed]] = {}
+        groups: dict[str, list[tuple[str, _Subscribed]]] = {}
+        for topic_filter, client_id, sub in self.subscriptions.match_all(message.topic):
+            if topic_filter.startswith("$share/"):
+                groups.setdefault(topic_filter, []).append((client_id, sub))
+            # [MQTT-3.8.3-3]: No Local keeps a client's own messages from it.
+            elif not (sub.options.no_local and client_id == sender):
+                own.setdefault(client_id, []).append(sub)
+        count = 0
+        for client_id, subs in own.items():
+            # One copy at the highest QoS [MQTT-3.3.4-2] with every identifier
+            # [MQTT-3.3.4-4]; RETAIN 0 to established subscriptions unless Retain As
+            # Published ([MQTT-3.3.1-12], [MQTT-3.3.1-13]; 3.1.1 [MQTT-3.3.1-9]).
+            qos = min(max(s.qos for s in subs), message.qos)
+            retain = message.retain and any(s.options.retain_as_published for s in subs)
+            ids = [s.identifier for s in subs if s.identifier is not None]
+            count += self._enqueue(self.sessions[client_id], Delivery(message, qos, retain, ids),
+                                   now)
+        for topic_filter, members in groups.items():
+            # §4.8.2: a shared subscription group gets each message once: round robin
+            # over its connected members (over all of them when none is connected).
+            online = [m for m in members if self.sessions[m[0]].connection is not None]
+            pool = online or members
+            turn = self._share_turns.get(topic_filter, 0)
+            self._share_turns[topic_filter] = turn + 1
+            client_id, sub = pool[turn % len(pool)]
+            ids = [] if sub.identifier is None else [sub.identifier]
+            count += self._enqueue(self.sessions[client_id], Delivery(
+                message, min(sub.qos, message.qos),
+                message.retain and sub.options.retain_as_published, ids), now)
+        self._events.append(MessagePublished(sender, message, count))
+        return count
+
+    def _enqueue(self, session: ServerSession, delivery: Delivery, now: float) -> int:
+        # A session without a connection keeps QoS 1/2 messages for its client's return
+        # (§4.1); QoS 0 ones may be dropped, and are.
+        if session.connection is None and delivery.qos == 0:
+            return 0
+        session.queue.append(delivery)
+        if session.connection is not None:
+            session.connection._pump(now)
+        return 1
+
+    def _send_retained(self, session: ServerSession, sub: _Subscribed, now: float) -> None:
+        """Retained messages for a new subscription [MQTT-3.3.1-9], RETAIN 1 (3.1.1
+        [MQTT-3.3.1-8]; 5.0 §3.3.1.3)."""
+        for message in self.retained.matching(sub.options.topic_filter, self.codec, now):
+            ids = [] if sub.identifier is None else [sub.identifier]
+            self._enqueue(session, Delivery(message, min(sub.qos, message.qos), True, ids), now)
+
+    # Sessions ------------------------------------------------------------------------
+
+    def _attach(self, conn: ServerConnection, client_id: str, clean_start: bool,
+                expiry: int, now: float) -> tuple[ServerSession, bool]:
+        old = self.sessions.get(client_id)
+        if old is not None and old.connection is not None:
+            # 3.1.1 [MQTT-3.1.4-2] / 5.0 [MQTT-3.1.4-3]: the existing connection of this
+            # Client Identifier is closed (5.0: DISCONNECT 0x8E Session taken over).
+            old.connection._close(now, "session taken over by a new connection",
+                                  reason_code=ReasonCode.SESSION_TAKEN_OVER)
+        # [MQTT-3.1.3-9]: a new connection before the Will Delay Interval ran out: the
+        # will is not sent.
+        if self.delayed_wills.pop(client_id, None) is not None:
+            self._timers.cancel(("will", client_id))
+        session = self.sessions.get(client_id)
+        if session is not None and clean_start:
+            # [MQTT-3.1.2-4] (3.1.1 [MQTT-3.1.2-6]): Clean Start discards the old session.
+            self._end_session(session, now, expired=False)
+            session = None
+        resumed = session is not None
+        if session is None:
+            session = self.sessions[client_id] = ServerSession(client_id)
+        self._timers.cancel(("session", client_id))
+        session.connection = conn
+        session.expiry_interval = expiry
+        return session, resumed
+
+    def _detach(self, session: ServerSession, will: Message | None, will_delay: int,
+                now: float) -> None:
+        session.connection = None
+        if will is not None:
+            if will_delay:
+                self.delayed_wills[session.client_id] = will
+                self._timers.set(("will", session.client_id), now + will_delay)
+            else:
+                self._publish_will(session.client_id, will, now)
+        if session.expiry_interval == 0:
+            self._end_session(session, now)
+        elif session.expiry_interval != SESSION_NEVER_EXPIRES:
+            self._timers.set(("session", session.client_id), now + session.expiry_interval)
+
+    def _end_session(self, session: ServerSession, now: float, expired: bool = True) -> None:
+        """Discard a session (§4.1; its subscriptions go with it)."""
+        if self.sessions.get(session.client_id) is session:
+            del self.sessions[session.client_id]
+            self.subscriptions.remove_key(session.client_id)
+        self._timers.cancel(("session", session.client_id))
+        if expired:
+            self._events.append(SessionExpired(session.client_id))
+        # [MQTT-3.1.2-8]: a delayed will goes out when its session ends, if that is first.
+        if session.client_id in self.delayed_wills:
+            self._publish_delayed_will(session.client_id, now)
+
+    def _publish_delayed_will(self, client_id: str, now: float) -> None:
+        will = self.delayed_wills.pop(client_id, None)
+        self._timers.cancel(("will", client_id))
+        if will is not None:
+            self._publish_will(client_id, will, now)
+
+    def _publish_will(self, client_id: str, will: Message, now: float) -> None:
+        props = will.properties
+        if props is not None and props.message_expiry_interval is not None:
+            # §3.1.3.2.4: the Will's Message Expiry Interval counts from its publication.
+            will.expires_at = now + props.message_expiry_interval
+        self._events.append(WillPublished(client_id, will))
+        self._route(will, None, now)
+
+    def shutdown(self, now: float) -> list[Event]:
+        """Close every connection (5.0: DISCONNECT 0x8B Server shutting down)."""
+        for session in list(self.sessions.values()):
+            if session.connection is not None:
+                session.connection._close(now, "server shutting down",
+                                          reason_code=ReasonCode.SERVER_SHUTTING_DOWN)
+        return self._take_events()
+
+
+class ServerConnection:
+    """One client's network connection, from the server's side.
+
+    Feed it what the socket reads (``receive_data``) or decoded packets
+    (``receive_packet``); tell it when the socket closed (``connection_lost``).  What it
+    has to send accumulates until ``data_to_send()`` (or ``Broker.outgoing()``) takes it.
+    Once ``closed``, write what is left and close the socket; later input is ignored
+    (3.1.1 [MQTT-3.1.4-5], 5.0 [MQTT-3.1.4-6]).
+    """
+
+    def __init__(self, broker: Broker, number: int, name: str | None, now: float) -> None:
+        self.broker = broker
+        self.codec = broker.codec
+        self.number = number
+        self.name = name if name is not None else f"connection-{number}"
+        self.state = ConnectionState.AWAITING_CONNECT
+        # version=None: the decoder learns the level from CONNECT, which must come first
+        # [MQTT-3.1.0-1], and refuses a second one [MQTT-3.1.0-2].
+        self._decoder = broker.codec.StreamDecoder(max_packet_size=broker.config.max_packet_size)
+        self.version: int | None = None
+        self.client_id: str | None = None
+        self.session: ServerSession | None = None
+        self.will: Any = None
+        #: The Keep Alive in force (the client's, or our Server Keep Alive), 0 for none.
+        self.keep_alive = 0
+        self.last_received = now
+        #: QoS 1/2 PUBLISHes we may have unacknowledged towards the client.
+        self.send_window = broker.config.v3_send_window
+        #: The client's 5.0 Maximum Packet Size [MQTT-3.1.2-24].
+        self.max_send_size: float = math.inf
+        self._aliases_in = InboundAliases(0)
+        self._aliases_out = OutboundAliases(0)
+        self._output: list[bytes] = []
+
+    def __repr__(self) -> str:
+        who = f" {self.client_id!r}" if self.client_id is not None else ""
+        level = f" v{self.version}" if self.version is not None else ""
+        return f"<ServerConnection {self.name}{who}{level} {self.state.value}>"
+
+    @property
+    def closed(self) -> bool:
+        return self.state is ConnectionState.CLOSED
+
+    # Input -----------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes, now: float) -> list[Event]:
+        """Bytes read from the socket, in any chunking."""
+        if self.closed:
+            return []
+        error: MQTTWireError | None = None
+        try:
+            packets = self._decoder.feed(data)
+        except MQTTWireError as exc:
+            # The packets completed before the bad bytes are handled first, in order.
+            packets, error = exc.packets, exc
+        for packet in packets:
+            if self.closed:
+                break
+            self._handle(packet, now)
+        if error is not None and not self.closed:
+            self._protocol_error(error, now)
+        return self.broker._take_events()
+
+    def receive_packet(self, packet: Any, now: float) -> list[Event]:
+        """A packet decoded by the caller (its level must be this connection's)."""
+        if not self.closed:
+            if self.state is ConnectionState.AWAITING_CONNECT and not isinstance(
+                    packet, self.codec.Connect):
+                self._protocol_error(ProtocolError(
+                    type(packet).__name__.upper(), "the first packet is not CONNECT",
+                    rule="MQTT-3.1.0-1"), now)
+            elif self.state is ConnectionState.CONNECTED and isinstance(
+                    packet, self.codec.Connect):
+                self._protocol_error(ProtocolError(
+                    "CONNECT", "a second CONNECT", rule="MQTT-3.1.0-2"), now)
+            else:
+                self._handle(packet, now)
+        return self.broker._take_events()
+
+    def connection_lost(self, now: float) -> list[Event]:
+        """The socket closed (or failed) without us closing it: the will goes out."""
+        if not self.closed:
+            self._close(now, "network connection lost", by_client=True)
+        return self.broker._take_events()
+
+    def disconnect(self, now: float,
+                   reason_code: int = ReasonCode.ADMINISTRATIVE_ACTION) -> list[Event]:
+        """Close the connection from the server's side (5.0: DISCONNECT ``reason_code``)."""
+        if not self.closed:
+            self._close(now, "closed by the server", reason_code=reason_code)
+        return self.broker._take_events()
+
+    # Output ----------------------------------------------------------------------------
+
+    def data_to_send(self) -> bytes:
+        """Take the bytes queued for the socket (``Broker.outgoing()`` does this for
+        every connection with output)."""
+        self.broker._dirty.pop(self, None)
+        return self._take_output()
+
+    def _take_output(self) -> bytes:
+        data = b"".join(self._output)
+        self._output.clear()
+        return data
+
+    def _write(self, data: bytes) -> bool:
+        if self.closed:
+            return False
+        if len(data) > self.max_send_size:
+            return False  # [MQTT-3.1.2-24]: never more than the client's maximum
+        self._output.append(data)
+        self.broker._mark(self)
+        return True
+
+    def _send(self, packet: Any) -> bool:
+        if self.closed:
+            return False
+        return self._write(packet.encode(self.version or 4))
+
+    # Ending ----------------------------------------------------------------------------
+
+    def _protocol_error(self, error: MQTTWireError, now: float) -> None:
+        """Bad input: 5.0 sends DISCONNECT with the error's reason code [MQTT-4.13.1-1]
+        (only after a CONNACK [MQTT-3.14.0-1]); 3.x just closes (3.1.1 §4.8)."""
+        if self.state is ConnectionState.AWAITING_CONNECT:
+            if error.rule == "MQTT-3.1.2-2":
+                # 3.1.1 [MQTT-3.1.2-2]: an unsupported protocol level gets CONNACK return
+                # code 0x01 before the connection closes.
+                self._write(self.codec.ConnAck(reason_code=1).encode(4))
+            self._close(now, f"bad CONNECT: {error}", error=error)
+            return
+        code = error.reason_code if self.version == 5 else None
+        self._close(now, f"protocol violation: {error}", reason_code=code, error=error)
+
+    def _close(self, now: float, reason: str, *, reason_code: int | None = None,
+               error: MQTTWireError | None = None, by_client: bool = False,
+               publish_will: bool = True) -> None:
+        if self.closed:
+            return
+        sent = None
+        if reason_code is not None and self.version == 5 and \
+                self.state is ConnectionState.CONNECTED:
+            sent = reason_code if self._send(self.codec.Disconnect(reason_code=reason_code)) \
+                else None
+        self.state = ConnectionState.CLOSED
+        self.broker._mark(self)
+        self.broker._timers.cancel(("conn", self))
+        self.broker._events.append(ConnectionClosed(
+            self, self.client_id, reason, sent, error, by_client))
+        session = self.session
+        if session is None or session.connection is not self:
+            return
+        will, delay = None, 0
+        if self.will is not None and publish_will:
+            w = self.will
+            props = w.properties
+            if props is not None and props.will_delay_interval is not None:
+                # The Will Delay Interval is the server's (§3.1.3.2.2); the other Will
+                # Properties are the Application Message's.
+                delay = props.will_delay_interval
+                props = Properties(**{k: v for k, v in props.items()
+                                      if k != "will_delay_interval"}) or None
+            # [MQTT-3.1.2-14]/[MQTT-3.1.2-15]: published retained as Will Retain says.
+            will = Message.received(w.topic, w.payload, w.qos, w.retain, props, now)
+        self.will = None  # [MQTT-3.1.2-10]
+        self.broker._detach(session, will, delay, now)
+
+    def _deadline(self, now: float) -> None:
+        if self.state is ConnectionState.AWAITING_CONNECT:
+            self._close(now, f"no CONNECT within {self.broker.config.connect_timeout} s")
+            return
+        if self.closed or not self.keep_alive:
+            return
+        # [MQTT-3.1.2-22] (3.1.1 [MQTT-3.1.2-24]): nothing from the client for one and a
+        # half times the Keep Alive: close as if the network had failed.
+        deadline = self.last_received + 1.5 * self.keep_alive
+        if now < deadline:
+            self.broker._timers.set(("conn", self), deadline)
+            return
+        self._close(now, f"keep-alive timeout ({self.keep_alive} s)",
+                    reason_code=ReasonCode.KEEP_ALIVE_TIMEOUT)
+
+    # Packets ---------------------------------------------------------------------------
+
+    def _handle(self, packet: Any, now: float) -> None:
+        self.last_received = now
+        codec = self.codec
+        try:
+            if isinstance(packet, codec.Publish):
+                self._on_publish(packet, now)
+            elif isinstance(packet, (codec.PubAck, codec.PubComp)):
+                self._on_ack(packet, now)
+            elif isinstance(packet, codec.PubRec):
+                self._on_pubrec(packet, now)
+            elif isinstance(packet, codec.PubRel):
+                self._on_pubrel(packet)
+            elif isinstance(packet, codec.Subscribe):
+                self._on_subscribe(packet, now)
+            elif isinstance(packet, codec.Unsubscribe):
+                self._on_unsubscribe(packet)
+            elif isinstance(packet, codec.PingReq):
+                self._send(codec.PingResp())  # [MQTT-3.12.4-1]
+            elif isinstance(packet, codec.Disconnect):
+                self._on_disconnect(packet, now)
+            elif isinstance(packet, codec.Connect):
+                self._on_connect(packet, now)
+            elif isinstance(packet, codec.Auth):
+                # [MQTT-4.12.0-7]: no Authentication Method in CONNECT (we accept none),
+                # so the client must not send AUTH.
+                raise ProtocolError("AUTH", "AUTH without enhanced authentication",
+                                    rule="MQTT-4.12.0-7")
+            else:
+                # CONNACK, SUBACK, UNSUBACK, PINGRESP go only from server to client
+                # (§2.1.2, Table 2-1).
+                raise ProtocolError(type(packet).__name__.upper(),
+                                    "a packet only a Server sends", rule="§2.1.2")
+        except MQTTWireError as exc:
+            self._protocol_error(exc, now)
+
+    def _on_connect(self, packet: Any, now: float) -> None:
+        config = self.broker.config
+        self.version = version = packet.protocol_version
+        props = packet.properties
+        client_id = packet.client_id
+        assigned = None
+        if version == 5 and props is not None and props.authentication_method is not None:
+            # [MQTT-4.12.0-1]: enhanced authentication is not offered.
+            self._refuse(ReasonCode.BAD_AUTHENTICATION_METHOD, "enhanced authentication "
+                         "is not supported [MQTT-4.12.0-1]", now)
+            return
+        if not client_id:
+            if version == 3 or not packet.clean_start:
+                # MQTT 3.1 needs 1 to 23 characters; 3.1.1 [MQTT-3.1.3-8] refuses an
+                # empty one without Clean Session (5.0 allows it: §3.1.3.1).
+                if version != 5:
+                    self._refuse(0x02, "empty Client Identifier without Clean Session "
+                                 "[MQTT-3.1.3-8]", now)
+                    return
+            # 3.1.1 [MQTT-3.1.3-6] / 5.0 [MQTT-3.1.3-6], [MQTT-3.1.3-7]: assign one.
+            client_id = assigned = config.assigned_id_prefix + uuid.uuid4().hex
+        elif version == 3 and len(client_id) > 23:
+            self._refuse(0x02, "MQTT 3.1 Client Identifier longer than 23 characters", now)
+            return
+        keep_alive = packet.keep_alive
+        server_keep_alive = None
+        if version == 5:
+            expiry = (props.session_expiry_interval if props is not None else None) or 0
+            if props is not None and props.receive_maximum is not None:
+                self.send_window = props.receive_maximum
+            else:
+                self.send_window = 65535  # absent: 65,535 (§3.1.2.11.3)
+            if props is not None and props.maximum_packet_size is not None:
+                self.max_send_size = props.maximum_packet_size
+            self._aliases_in = InboundAliases(config.topic_alias_maximum)
+            if config.assign_topic_aliases and props is not None and props.topic_alias_maximum:
+                self._aliases_out = OutboundAliases(props.topic_alias_maximum)
+            cap = config.max_keep_alive
+            if cap is not None and (keep_alive == 0 or keep_alive > cap):
+                # §3.2.2.3.14: the client must use our value [MQTT-3.2.2-21].
+                keep_alive = server_keep_alive = cap
+        else:
+            # 3.x Clean Session 0: the session lasts until a Clean Session 1 connect.
+            expiry = 0 if packet.clean_start else SESSION_NEVER_EXPIRES
+        self.broker._timers.cancel(("conn", self))
+        session, resumed = self.broker._attach(self, client_id, packet.clean_start, expiry, now)
+        self.session = session
+        self.client_id = client_id
+        self.will = packet.will
+        self.keep_alive = keep_alive
+        self.state = ConnectionState.CONNECTED
+        if keep_alive:
+            self.broker._timers.set(("conn", self), now + 1.5 * keep_alive)
+        connack_props = None
+        if version == 5:
+            connack_props = Properties(
+                receive_maximum=config.receive_maximum,
+                maximum_packet_size=config.max_packet_size,
+                retain_available=1,
+                wildcard_subscription_available=1,
+                subscription_identifier_available=1,
+                shared_subscription_available=1,
+                topic_alias_maximum=config.topic_alias_maximum,
+                assigned_client_identifier=assigned,
+                server_keep_alive=server_keep_alive,
+            )
+        # Session Present: [MQTT-3.2.2-2], [MQTT-3.2.2-3]; MQTT 3.1 has no such flag.
+        self._send(self.codec.ConnAck(session_present=resumed and version > 3,
+                                      properties=connack_props))
+        self.broker._events.append(ClientConnected(self, client_id, resumed, version))
+        # [MQTT-4.4.0-1]: on a resumed session, re-send unacknowledged PUBLISHes (DUP 1,
+        # [MQTT-3.3.1-1]) and PUBRELs with their original identifiers, in order.
+        for pid, entry in session.inflight.items():
+            if entry.released:
+                self._send(self.codec.PubRel(pid))
+            else:
+                self._send_delivery(entry.delivery, pid, now, dup=True)
+        self._pump(now)
+
+    def _refuse(self, code: int, reason: str, now: float) -> None:
+        """CONNACK with ``code``, then close (3.1.1 [MQTT-3.2.2-5], 5.0 [MQTT-3.2.2-7])."""
+        self._send(self.codec.ConnAck(reason_code=code))
+        self.broker._events.append(ClientRefused(self, code, reason))
+        self._close(now, f"CONNECT refused: {reason}")
+
+    # Server -> client Application Messages -------------------------------------------
+
+    def _pump(self, now: float) -> None:
+        """Send queued deliveries in order while the client's Receive Maximum (or our
+        3.x window) leaves room [MQTT-3.3.4-9]."""
+        session = self.session
+        if session is None or self.closed:
+            return
+        queue = session.queue
+        while queue:
+            delivery = queue[0]
+            if delivery.qos and len(session.inflight) >= self.send_window:
+                return
+            queue.popleft()
+            if delivery.message.expired(now):
+                continue  # [MQTT-3.3.2-5]
+            if delivery.qos == 0:
+                self._send_delivery(delivery, None, now)
+                continue
+            pid = session.ids.allocate()
+            if self._send_delivery(delivery, pid, now):
+                session.inflight[pid] = _InFlight(delivery)
+            else:
+                # Too large for the client: [MQTT-3.1.2-25] behave as if delivered.
+                session.ids.release(pid)
+
+    def _send_delivery(self, delivery: Delivery, packet_id: int | None, now: float,
+                       dup: bool = False) -> bool:
+        message = delivery.message
+        version = self.version or 4
+        expiry = message.remaining_expiry(now)
+        alias, with_topic = self._aliases_out.plan(message.topic)
+        if alias is None:
+            # One PreparedPublish per message: only this client's header fields, its
+            # Subscription Identifiers and the remaining expiry are written here.
+            data = message.prepared(self.codec).encode(
+                version, qos=delivery.qos, packet_id=packet_id, retain=delivery.retain,
+                dup=dup, subscription_identifiers=delivery.subscription_ids,
+                message_expiry_interval=expiry)
+            return self._write(data)
+        # With a Topic Alias (5.0 only, within the client's maximum [MQTT-3.1.2-26]).
+        props = dict(message.properties.items()) if message.properties is not None else {}
+        props["topic_alias"] = alias
+        if expiry is not None:
+            props["message_expiry_interval"] = expiry
+        if delivery.subscription_ids:
+            props["subscription_identifiers"] = delivery.subscription_ids
+        data = self.codec.Publish(
+            message.topic if with_topic else "", message.payload, qos=delivery.qos,
+            retain=delivery.retain, dup=dup, packet_id=packet_id,
+            properties=Properties(**props)).encode(5)
+        if not self._write(data):
+            return False
+        self._aliases_out.commit(message.topic, alias)
+        return True
+
+    def _on_ack(self, packet: Any, now: float) -> None:
+        """PUBACK (QoS 1) or PUBCOMP (QoS 2, after our PUBREL) ends an exchange."""
+        session = self._session()
+        entry = session.inflight.get(packet.packet_id)
+        if entry is None:
+            return  # nothing in flight with this identifier: nothing to complete
+        if isinstance(packet, self.codec.PubAck):
+            if entry.delivery.qos != 1:
+                return
+        elif not entry.released:
+            return
+        del session.inflight[packet.packet_id]
+        session.ids.release(packet.packet_id)
+        self._pump(now)
+
+    def _on_pubrec(self, packet: Any, now: float) -> None:
+        session = self._session()
+        pid = packet.packet_id
+        entry = session.inflight.get(pid)
+        if entry is None or entry.delivery.qos != 2:
+            # §4.3.3: PUBREL 0x92 Packet Identifier not found (3.x: a plain PUBREL).
+            self._send(self.codec.PubRel(
+                pid, reason_code=ReasonCode.PACKET_IDENTIFIER_NOT_FOUND if self.version == 5
+                else 0))
+            return
+        if packet.reason_code >= 0x80:
+            # [MQTT-4.4.0-2]: a failure PUBREC ends the exchange, no re-send.
+            del session.inflight[pid]
+            session.ids.release(pid)
+            self._pump(now)
+            return
+        entry.released = True
+        self._send(self.codec.PubRel(pid))  # [MQTT-4.3.3-4]
+
+    # Client -> server ----------------------------------------------------------------
+
+    def _session(self) -> ServerSession:
+        session = self.session
+        if session is None:  # the decoder lets nothing come before CONNECT
+            raise ProtocolError("packet", "a packet before CONNECT", rule="MQTT-3.1.0-1")
+        return session
+
+    def _on_publish(self, packet: Any, now: float) -> None:
+        session = self._session()
+        props = packet.properties
+        topic = packet.topic
+        if self.version == 5:
+            topic = self._aliases_in.resolve(topic, props.topic_alias if props else None)
+            if props is not None and props.subscription_identifiers:
+                raise ProtocolError("PUBLISH", "a Subscription Identifier from a Client",
+                                    rule="MQTT-3.3.4-6")
+        pid = packet.packet_id
+        if packet.qos == 1 and pid in session.awaiting_pubrel:
+            # §2.2.1: a new PUBLISH needs an identifier that is not in use.
+            raise ProtocolError("PUBLISH", f"QoS 1 PUBLISH with packet identifier {pid}, in "
+                                "use by a QoS 2 message awaiting PUBREL", rule="§2.2.1")
+        if packet.qos == 2:
+            if pid in session.awaiting_pubrel:
+                # [MQTT-4.3.3-10]: acknowledged again, not delivered twice.
+                self._send(self.codec.PubRec(pid))
+                return
+            if self.version == 5 and \
+                    len(session.awaiting_pubrel) >= self.broker.config.receive_maximum:
+                # §3.3.4 [MQTT-3.3.4-7] (the client's duty), §4.9: DISCONNECT 0x93.
+                raise ProtocolError(
+                    "PUBLISH", "more than Receive Maximum "
+                    f"({self.broker.config.receive_maximum}) unacknowledged QoS 1/2 PUBLISHes",
+                    rule="MQTT-3.3.4-7", reason_code=ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
+        message = Message.received(topic, packet.payload, packet.qos, packet.retain, props, now)
+        self.broker._route(message, session.client_id, now)
+        if packet.qos == 1:
+            self._send(self.codec.PubAck(pid))  # [MQTT-4.3.2-4]
+        elif packet.qos == 2:
+            session.awaiting_pubrel.add(pid)
+            self._send(self.codec.PubRec(pid))  # [MQTT-4.3.3-8]
+
+    def _on_pubrel(self, packet: Any) -> None:
+        session = self._session()
+        pid = packet.packet_id
+        if pid in session.awaiting_pubrel:
+            session.awaiting_pubrel.discard(pid)
+            self._send(self.codec.PubComp(pid))  # [MQTT-4.3.3-11]
+        else:
+            self._send(self.codec.PubComp(
+                pid, reason_code=ReasonCode.PACKET_IDENTIFIER_NOT_FOUND if self.version == 5
+                else 0))
+
+    def _on_subscribe(self, packet: Any, now: float) -> None:
+        session = self._session()
+        broker = self.broker
+        props = packet.properties
+        identifier = None
+        if props is not None and props.subscription_identifiers:
+            identifier = props.subscription_identifiers[0]
+        codes: list[int] = []
+        retained_for = []
+        deny = broker.config.deny_subscription
+        for options in packet.subscriptions:
+            topic_filter = options.topic_filter
+            try:
+                # The decoder leaves wildcard placement to us (§4.7.1).
+                self.codec.validate_topic_filter(topic_filter, version=self.version or 4)
+            except MQTTWireError:
+                # 5.0 0x8F Topic Filter invalid; 3.1.1 0x80 Failure; 3.1 has no failure
+                # code, so the connection closes.
+                if self.version == 3:
+                    raise
+                codes.append(ReasonCode.TOPIC_FILTER_INVALID if self.version == 5 else 0x80)
+                continue
+            if deny is not None and deny(session.client_id, options):
+                if self.version == 3:
+                    raise ProtocolError("SUBSCRIBE", f"subscription to {topic_filter!r} "
+                                        "denied, and MQTT 3.1 has no SUBACK failure code",
+                                        rule="§3.9.3", reason_code=ReasonCode.NOT_AUTHORIZED)
+                codes.append(ReasonCode.NOT_AUTHORIZED if self.version == 5 else 0x80)
+                continue
+            sub = _Subscribed(options, identifier)
+            # [MQTT-3.8.4-3]: the same filter replaces the subscription.
+            new = broker.subscriptions.insert(topic_filter, session.client_id, sub)
+            codes.append(options.qos)  # granted as asked [MQTT-3.8.4-7]
+            # Retained messages for a non-shared subscription as Retain Handling says
+            # ([MQTT-3.3.1-9], [MQTT-3.3.1-10], [MQTT-3.3.1-11]); 3.x behaves as 0
+            # (3.1.1 [MQTT-3.3.1-6], [MQTT-3.8.4-3]).
+            handling = options.retain_handling
+            if not topic_filter.startswith("$share/") and (handling == 0 or
+                                                           handling == 1 and new):
+                retained_for.append(sub)
+        self._send(self.codec.SubAck(packet.packet_id, codes))  # [MQTT-3.8.4-1]
+        broker._events.append(ClientSubscribed(self, session.client_id,
+                                               list(packet.subscriptions), codes))
+        for sub in retained_for:
+            broker._send_retained(session, sub, now)
+
+    def _on_unsubscribe(self, packet: Any) -> None:
+        session = self._session()
+        # [MQTT-3.10.4-1]: filters compared character by character; 5.0 answers 0x11 for
+        # those that match no subscription.
+        codes = [0x00 if self.broker.subscriptions.remove(f, session.client_id)
+                 else ReasonCode.NO_SUBSCRIPTION_EXISTED for f in packet.topic_filters]
+        codes = codes if self.version == 5 else []
+        self._send(self.codec.UnsubAck(packet.packet_id, codes))
+        self.broker._events.append(ClientUnsubscribed(self, session.client_id,
+                                                      list(packet.topic_filters), codes))
+
+    def _on_disconnect(self, packet: Any, now: float) -> None:
+        session = self._session()
+        props = packet.properties
+        if props is not None and props.session_expiry_interval is not None:
+            if session.expiry_interval == 0 and props.session_expiry_interval != 0:
+                raise ProtocolError(
+                    "DISCONNECT", "Session Expiry Interval set after CONNECT set it to 0",
+                    rule="§3.14.2.2.2")
+            session.expiry_interval = props.session_expiry_interval
+        # [MQTT-3.1.2-10] (3.1.1 [MQTT-3.1.2-10]): a normal DISCONNECT deletes the will;
+        # 5.0 0x04 Disconnect with Will Message (or an error code) keeps it.
+        self._close(now, f"DISCONNECT 0x{packet.reason_code:02X} from the client",
+                    by_client=True, publish_will=packet.reason_code != 0)
+
