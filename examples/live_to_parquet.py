@@ -1,0 +1,51 @@
+"""Live MQTT messages into Parquet with Spark Structured Streaming, at least once.
+
+    python examples/live_to_parquet.py mqtt://127.0.0.1:1883 'sensors/#' out/ checkpoint/
+
+or on a cluster (every executor needs mqttwire and pyarrow: docs/cluster.md):
+
+    spark-submit --master spark://host:7077 examples/live_to_parquet.py \
+        mqtt://broker:1883 'sensors/#' hdfs:///mqtt/sensors hdfs:///mqtt/checkpoints/sensors
+
+Stop it with Ctrl-C; run it again with the same checkpoint and client id to go on where
+it stopped (the broker keeps the unacknowledged messages for the client id's session).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pyspark.sql import SparkSession
+
+from mqttwire.spark.live import register
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("url", help="mqtt://[user:password@]host[:port]")
+    parser.add_argument("topics", help="topic filters, comma-separated")
+    parser.add_argument("out", help="where the Parquet files go")
+    parser.add_argument("checkpoint", help="Spark's checkpoint directory for the query")
+    parser.add_argument("--client-id", default="mqttwire-live-to-parquet")
+    parser.add_argument("--qos", default="1", choices=("0", "1", "2"))
+    parser.add_argument("--version", default="5", choices=("3", "4", "5"))
+    parser.add_argument("--trigger", default="1 second", help="micro-batch interval")
+    args = parser.parse_args()
+
+    spark = SparkSession.builder.appName("mqtt-live-to-parquet").getOrCreate()
+    register(spark)
+    messages = (spark.readStream.format("mqtt")
+                .option("url", args.url).option("topics", args.topics)
+                .option("clientId", args.client_id).option("qos", args.qos)
+                .option("version", args.version).load())
+    query = (messages.writeStream.format("parquet").option("path", args.out)
+             .option("checkpointLocation", args.checkpoint)
+             .trigger(processingTime=args.trigger).start())
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,302 @@
+"""Live MQTT messages into Spark: a Structured Streaming source (``format("mqtt")``).
+
+::
+
+    from mqttwire.spark.live import register
+    register(spark)
+    messages = (spark.readStream.format("mqtt")
+                .option("url", "mqtt://127.0.0.1:1883").option("topics", "sensors/#")
+                .option("clientId", "spark-sensors").load())
+
+How it works: the driver side of the source (Spark runs it in a Python process of its
+own for the query's lifetime) holds one MQTT connection, a :class:`.subscriber.Subscriber`
+over the session layer (:mod:`mqttwire.session`), which keeps every message received,
+in order.  Each micro-batch takes the messages received since the last one; its offsets
+are message counts (``{"seq": n}``).  The batch's rows travel to one task in its input
+partition, and the task returns them as one Arrow batch in :data:`SCHEMA`.
+
+At-least-once: QoS 1 and 2 messages are acknowledged to the broker (PUBACK, PUBREC) only
+when Spark commits the micro-batch that holds them (the reader's ``commit``), over a
+persistent session (Clean Start 0, a Session Expiry Interval): until then the broker
+keeps them and sends them again when the client id connects again.  After a crash, the
+query restarted from its checkpoint first re-runs the batch that was planned and not
+committed: its offsets come from the checkpoint, and its rows are then the messages the
+broker has sent again so far (any that come later go to the next batches).  The README's
+"Live MQTT into Spark" section says what is and is not guaranteed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
+    from pyspark.sql import SparkSession
+
+    from .subscriber import Received, Subscriber
+
+__all__ = ["SCHEMA", "LiveOptions", "MqttDataSource", "MqttStreamReader", "register"]
+
+#: The columns, as Spark DDL.  Times have microseconds (Spark's precision).
+SCHEMA = (
+    "topic STRING, payload BINARY, qos INT, retain BOOLEAN, dup BOOLEAN, "
+    "received_at TIMESTAMP, subscription STRING, protocol_version INT, "
+    "content_type STRING, correlation_data BINARY, response_topic STRING, "
+    "message_expiry_interval BIGINT, payload_format_indicator INT, "
+    "user_properties ARRAY<STRUCT<key: STRING, value: STRING>>"
+)
+
+_VERSIONS = {"3": 3, "3.1": 3, "4": 4, "3.1.1": 4, "5": 5, "5.0": 5}
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """The source's options, checked (see :meth:`parse` for their names)."""
+
+    host: str
+    port: int
+    topics: tuple[str, ...]
+    qos: int
+    version: int
+    client_id: str
+    clean_start: bool
+    session_expiry: int
+    keep_alive: int
+    receive_maximum: int | None
+    username: str | None
+    password: bytes | None
+    max_messages_per_batch: int | None
+    connect_timeout: float
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> LiveOptions:
+        """From the reader's options (names case-insensitive, values strings): ``url``
+        (``mqtt://[user[:password]@]host[:port]``, port 1883 by default), ``topics``
+        (comma-separated topic filters; ``$share/group/filter`` allowed), ``qos`` (0, 1
+        or 2; default 1), ``version`` (3, 4 or 5, also 3.1, 3.1.1, 5.0; default 5),
+        ``clientId`` (required: the persistent session is the client id's),
+        ``cleanStart`` (default false), ``sessionExpiry`` (seconds, 5.0; default 3600),
+        ``keepAlive`` (seconds; default 60), ``receiveMaximum`` (5.0; default the
+        protocol's 65,535), ``username``, ``password``, ``maxMessagesPerBatch``
+        (default: all received), ``connectTimeout`` (seconds; default 10)."""
+        opts = {k.lower(): v for k, v in options.items()}
+
+        def number(name: str, default: int, low: int, high: int) -> int:
+            text = opts.get(name.lower())
+            if text is None:
+                return default
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"mqtt source: option {name} must be a whole number, "
+                                 f"not {text!r}") from None
+            if not low <= value <= high:
+                raise ValueError(f"mqtt source: option {name} must be {low} to {high}, "
+                                 f"not {value}")
+            return value
+
+        url = opts.get("url")
+        if not url:
+            raise ValueError("mqtt source: option url is required, e.g. mqtt://host:1883")
+        parts = urlsplit(url)
+        if parts.scheme in ("mqtts", "ssl", "wss", "ws"):
+            raise ValueError(f"mqtt source: {parts.scheme}:// is not supported yet (no TLS "
+                             "or WebSocket): use mqtt://")
+        if parts.scheme not in ("mqtt", "tcp") or not parts.hostname:
+            raise ValueError(f"mqtt source: url must be mqtt://host[:port], not {url!r}")
+        try:
+            port = parts.port or 1883
+        except ValueError:
+            raise ValueError(f"mqtt source: bad port in url {url!r}") from None
+        topics = tuple(t.strip() for t in opts.get("topics", "").split(",") if t.strip())
+        if not topics:
+            raise ValueError("mqtt source: option topics is required: one or more topic "
+                             "filters, comma-separated")
+        version = _VERSIONS.get(opts.get("version", "5"))
+        if version is None:
+            raise ValueError(f"mqtt source: option version must be 3, 4 or 5 (3.1, 3.1.1, "
+                             f"5.0), not {opts['version']!r}")
+        from .. import validate_topic_filter
+
+        for topic in topics:
+            validate_topic_filter(topic, version=version)  # raises the codec's error
+        client_id = opts.get("clientid", "")
+        if not client_id:
+            raise ValueError("mqtt source: option clientId is required: the broker keeps "
+                             "the unacknowledged messages in that client id's session")
+        clean = opts.get("cleanstart", "false").lower()
+        if clean not in ("true", "false"):
+            raise ValueError(f"mqtt source: option cleanStart must be true or false, "
+                             f"not {clean!r}")
+        username = opts.get("username") or (unquote(parts.username) if parts.username
+                                             else None)
+        password = opts.get("password") or (unquote(parts.password) if parts.password
+                                             else None)
+        limit = opts.get("maxmessagesperbatch")
+        return cls(
+            host=parts.hostname, port=port, topics=topics,
+            qos=number("qos", 1, 0, 2), version=version, client_id=client_id,
+            clean_start=clean == "true",
+            session_expiry=number("sessionExpiry", 3600, 0, 0xFFFFFFFF) if version == 5 else 0,
+            keep_alive=number("keepAlive", 60, 0, 65535),
+            receive_maximum=(number("receiveMaximum", 65535, 1, 65535)
+                             if version == 5 else None),
+            username=username, password=password.encode() if password else None,
+            max_messages_per_batch=(None if limit is None
+                                    else number("maxMessagesPerBatch", 0, 1, 1 << 31)),
+            connect_timeout=float(number("connectTimeout", 10, 1, 3600)),
+        )
+
+    def subscriber(self) -> Subscriber:
+        """A subscriber for these options (not started)."""
+        from ..session import ClientSession
+        from .subscriber import Subscriber
+
+        session = ClientSession(
+            self.client_id, version=self.version, clean_start=self.clean_start,
+            keep_alive=self.keep_alive, session_expiry_interval=self.session_expiry,
+            receive_maximum=self.receive_maximum, username=self.username,
+            password=self.password, auto_ack=False, connect_timeout=self.connect_timeout)
+        return Subscriber(self.host, self.port, [(t, self.qos) for t in self.topics],
+                          session, connect_timeout=self.connect_timeout)
+
+
+#: A message as its partition carries it: the SCHEMA columns, received_at in ns.
+Row = tuple[Any, ...]
+
+
+def _row(r: Received, version: int) -> Row:
+    m = r.message
+    p = m.properties
+    if p is None:
+        props: tuple[Any, ...] = (None,) * 6
+    else:
+        pairs = p.user_properties
+        props = (p.content_type, p.correlation_data, p.response_topic,
+                 p.message_expiry_interval, p.payload_format_indicator,
+                 [{"key": k, "value": v} for k, v in pairs] if pairs else None)
+    return (m.topic, m.payload, m.qos, bool(m.retain), bool(m.dup), r.received_ns,
+            r.subscription, version, *props)
+
+
+def _arrow_batch(rows: list[Row]) -> pa.RecordBatch:
+    """The rows as one Arrow batch in SCHEMA's Arrow types."""
+    import pyarrow as pa
+
+    schema = _arrow_schema()
+    arrays = []
+    for values, field in zip(zip(*rows), schema):
+        if pa.types.is_timestamp(field.type):
+            values = tuple(v // 1000 for v in values)
+        arrays.append(pa.array(values, type=field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _arrow_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("topic", pa.string()), ("payload", pa.binary()), ("qos", pa.int32()),
+        ("retain", pa.bool_()), ("dup", pa.bool_()),
+        ("received_at", pa.timestamp("us", tz="UTC")), ("subscription", pa.string()),
+        ("protocol_version", pa.int32()), ("content_type", pa.string()),
+        ("correlation_data", pa.binary()), ("response_topic", pa.string()),
+        ("message_expiry_interval", pa.int64()), ("payload_format_indicator", pa.int32()),
+        ("user_properties", pa.list_(pa.struct([("key", pa.string()),
+                                                ("value", pa.string())]))),
+    ])
+
+
+class MqttPartition(InputPartition):
+    """One micro-batch's messages (rows of :data:`Row`)."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        super().__init__(len(rows))
+        self.rows = rows
+
+
+class MqttStreamReader(DataSourceStreamReader):
+    """The driver side (offsets, partitions, commit) and the task side (read)."""
+
+    def __init__(self, options: LiveOptions) -> None:
+        self.options = options
+        self._subscriber: Subscriber | None = None
+        # end offset -> (start offset, the batch's messages), until committed
+        self._batches: dict[int, tuple[int, list[Received]]] = {}
+        self._last = 0  # the highest end offset handed out
+
+    def _connected(self) -> Subscriber:
+        if self._subscriber is None:
+            self._subscriber = self.options.subscriber()
+            self._subscriber.start()
+        self._subscriber.raise_error()
+        return self._subscriber
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"seq": 0}
+
+    def latestOffset(self, start: dict[str, int] | None = None,
+                     limit: Any = None) -> dict[str, int]:
+        subscriber = self._connected()
+        base = max(self._last, start["seq"] if start else 0)
+        taken = subscriber.take(self.options.max_messages_per_batch)
+        if not taken:
+            return {"seq": base}
+        end = base + len(taken)
+        self._batches[end] = (base, taken)
+        self._last = end
+        return {"seq": end}
+
+    def partitions(self, start: dict[str, int],
+                   end: dict[str, int]) -> list[MqttPartition]:
+        batch = self._batches.get(end["seq"])
+        if batch is None or batch[0] != start["seq"]:
+            # Planned before a restart, not committed: its messages are those the
+            # broker has sent again (unacknowledged, so kept in the session).
+            taken = self._connected().take()
+            self._batches[end["seq"]] = (start["seq"], taken)
+            self._last = max(self._last, end["seq"])
+        else:
+            taken = batch[1]
+        version = self.options.version
+        return [MqttPartition([_row(r, version) for r in taken])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        rows = partition.rows if isinstance(partition, MqttPartition) else []
+        if rows:
+            yield _arrow_batch(rows)
+
+    def commit(self, end: dict[str, int]) -> None:
+        done = [key for key in self._batches if key <= end["seq"]]
+        last = max((r.seq for key in done for r in self._batches[key][1]), default=None)
+        for key in done:
+            del self._batches[key]
+        if last is not None and self._subscriber is not None:
+            self._subscriber.ack_through(last)
+
+    def stop(self) -> None:
+        if self._subscriber is not None:
+            self._subscriber.close()
+
+class MqttDataSource(DataSource):
+    """``spark.readStream.format("mqtt")``: see :mod:`mqttwire.spark.live`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "mqtt"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: Any) -> MqttStreamReader:
+        return MqttStreamReader(LiveOptions.parse(self.options))
+
+
+def register(spark: SparkSession) -> None:
+    """Register the source with ``spark`` as ``format("mqtt")``."""
+    spark.dataSource.register(MqttDataSource)

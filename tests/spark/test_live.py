@@ -1,0 +1,543 @@
+"""The live source (mqttwire.spark.live) with real parts: Mosquitto started here on
+127.0.0.1, paho-mqtt publishers at QoS 0/1/2 and levels 3.1.1 and 5.0, and a streaming
+query into Parquet in a driver process of its own (tests/spark/live_job.py), killed
+mid-stream and restarted from its checkpoint.  Bad input (an unreachable broker, a
+refused CONNECT, a refused subscription, a malformed packet) fails the query with a
+clear error."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.interop]
+
+HOST = "127.0.0.1"
+REPO = Path(__file__).resolve().parents[2]
+JOB = Path(__file__).with_name("live_job.py")
+TIMEOUT = 60.0  # bound on each wait for the query's output
+#: Every byte value, so that a payload that went through text would show.
+BINARY = bytes(range(256))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[Any]) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@dataclass
+class Mosquitto:
+    port: int
+    log: Path
+    proc: subprocess.Popen[Any]
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://{HOST}:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, text: str, job: Job, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log_text():
+            if time.monotonic() > deadline or job.ended():
+                raise TimeoutError(f"{text!r} not in the Mosquitto log:\n{self.log_text()}"
+                                   f"\nthe query's log:\n{job.log_tail()}")
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def mosquitto(tmp_path: Path, extra: str = "") -> Iterator[Mosquitto]:
+    program = shutil.which("mosquitto")
+    if program is None:
+        pytest.skip("mosquitto not installed: no mosquitto on PATH (apt-get install mosquitto)")
+    log = tmp_path / "mosquitto.log"
+    for _ in range(3):  # the free port can be taken before mosquitto binds it
+        port = free_port()
+        conf = tmp_path / "mosquitto.conf"
+        # In-flight QoS 1/2 messages unlimited (the source's Receive Maximum bounds
+        # them), and room for what is published while the query is down.
+        if "allow_anonymous" not in extra:
+            extra += "allow_anonymous true\n"
+        # "user": started as root, Mosquitto would switch to its own user, which cannot
+        # read the ACL file in pytest's private directory.
+        conf.write_text(f"listener {port} {HOST}\nuser {getpass.getuser()}\n"
+                        "max_inflight_messages 0\n"
+                        f"max_queued_messages 100000\nlog_type all\n{extra}")
+        out = log.open("w")
+        proc = subprocess.Popen([program, "-c", str(conf)], stdout=out, stderr=out)
+        if _wait_for_port(port, proc):
+            break
+        proc.kill()
+        proc.wait()
+    else:
+        pytest.fail(f"mosquitto did not start:\n{log.read_text(errors='replace')}")
+    try:
+        yield Mosquitto(port, log, proc)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        out.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Publishing, with a ledger
+
+
+@dataclass
+class Publisher:
+    """paho-mqtt publishing numbered messages "<level>-<n>" on topics live/<level>/<n>,
+    QoS cycling 0, 1, 2; ``ledger``: every message whose PUBLISH the broker acknowledged
+    (QoS 1 and 2), or sent (QoS 0)."""
+
+    broker: Mosquitto
+    level: int
+    ledger: dict[str, int] = field(default_factory=dict)  # id -> qos
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, count: int, rate: float) -> None:
+        import paho.mqtt.client as mqtt
+
+        protocol = mqtt.MQTTv5 if self.level == 5 else mqtt.MQTTv311
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, f"pub-{self.level}",
+                             protocol=protocol)
+        client.connect(HOST, self.broker.port)
+        client.loop_start()
+        try:
+            for n in range(count):
+                if self.stop.is_set():
+                    break
+                qos = n % 3
+                ident = f"{self.level}-{n}"
+                props = None
+                if self.level == 5:
+                    from paho.mqtt.packettypes import PacketTypes
+                    from paho.mqtt.properties import Properties
+
+                    props = Properties(PacketTypes.PUBLISH)
+                    props.ContentType = "application/octet-stream"
+                    props.CorrelationData = ident.encode()
+                    props.ResponseTopic = f"reply/{n}"
+                    props.MessageExpiryInterval = 3600
+                    props.PayloadFormatIndicator = 0
+                    props.UserProperty = [("n", str(n)), ("n", "again")]
+                info = client.publish(f"live/{self.level}/{n}", ident.encode() + b"|" + BINARY,
+                                      qos=qos, properties=props)
+                info.wait_for_publish(TIMEOUT)
+                self.ledger[ident] = qos
+                time.sleep(1 / rate)
+        finally:
+            client.loop_stop()
+            client.disconnect()
+
+
+# ---------------------------------------------------------------------------------------
+# The query, as a driver process of its own
+
+
+@dataclass
+class Job:
+    out: Path
+    checkpoint: Path
+    stopfile: Path
+    options: dict[str, str]
+    proc: subprocess.Popen[Any] | None = None
+    log: Path | None = None
+
+    def ended(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log else ""
+
+    def start(self, log: Path) -> None:
+        self.log = log
+        env = dict(os.environ, SPARK_LOCAL_IP=HOST)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen(
+            [sys.executable, str(JOB), str(self.out), str(self.checkpoint), str(self.stopfile),
+             *(f"{k}={v}" for k, v in self.options.items())],
+            stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env,
+            start_new_session=True)  # its own process group: the JVM and workers too
+
+    def kill(self) -> None:
+        """The driver killed hard, with its JVM and Python workers (SIGKILL to the
+        process group): nothing runs a shutdown hook, nothing says goodbye."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        self.stopfile.touch()
+        try:
+            return self.proc.wait(60)
+        finally:
+            self.stopfile.unlink()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def rows(out: Path) -> list[dict[str, Any]]:
+    """The rows the query has committed so far (the files its sink log lists)."""
+    import pyarrow.parquet as pq
+
+    log = out / "_spark_metadata"
+    if not log.is_dir():
+        return []
+    files: set[str] = set()
+    # One file per batch ("0", "1", ...), every tenth compacted with the earlier ones
+    # ("9.compact"); a line per Parquet file written, as JSON, after a "v1" line.
+    for entry in log.iterdir():
+        if not entry.name.startswith("."):
+            with contextlib.suppress(FileNotFoundError):
+                files |= {json.loads(line)["path"]
+                          for line in entry.read_text().splitlines()[1:] if line}
+    result: list[dict[str, Any]] = []
+    for uri in sorted(files):
+        result += pq.read_table(unquote(urlsplit(uri).path)).to_pylist()
+    return result
+
+
+def ident(row: dict[str, Any]) -> str:
+    return row["payload"].split(b"|", 1)[0].decode()
+
+
+@dataclass
+class Crash:
+    """What the killed-and-restarted run produced."""
+
+    rows: list[dict[str, Any]]
+    ledger: dict[str, int]
+    rows_before_kill: int
+    broker_log: str
+
+
+@pytest.fixture(scope="module")
+def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
+    """Publishers at 3.1.1 and 5.0 run the whole time; the query is killed once it has
+    written some rows, and restarted from its checkpoint; then every acknowledged
+    QoS 1/2 message must be in its output."""
+    tmp = tmp_path_factory.mktemp("live")
+    with mosquitto(tmp) as broker:
+        job = Job(tmp / "out", tmp / "checkpoint", tmp / "stop",
+                  {"url": broker.url, "topics": "live/5/#,live/4/#", "qos": "2",
+                   "clientId": "live-test", "version": "5", "sessionExpiry": "600"})
+        job.start(tmp / "job-1.log")
+        broker.wait_for("Sending SUBACK to live-test", job, 90)
+        publishers = [Publisher(broker, 5), Publisher(broker, 4)]
+        threads = [threading.Thread(target=p.run, args=(150, 40)) for p in publishers]
+        for t in threads:
+            t.start()
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while len(rows(job.out)) < 20:
+                assert time.monotonic() < deadline and not job.ended(), job.log_tail()
+                time.sleep(0.2)
+            before = len(rows(job.out))
+            job.kill()  # mid-stream: the publishers go on
+            job.start(tmp / "job-2.log")
+            for t in threads:
+                t.join(TIMEOUT)
+            ledger = {k: v for p in publishers for k, v in p.ledger.items()}
+            wanted = {k for k, qos in ledger.items() if qos}
+            deadline = time.monotonic() + TIMEOUT
+            while not wanted <= {ident(r) for r in rows(job.out)}:
+                assert time.monotonic() < deadline and not job.ended(), (
+                    f"missing {sorted(wanted - {ident(r) for r in rows(job.out)})[:20]}; "
+                    + job.log_tail())
+                time.sleep(0.3)
+            assert job.stop() == 0, job.log_tail()
+        finally:
+            for p in publishers:
+                p.stop.set()
+            if job.proc is not None and job.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(job.proc.pid, signal.SIGKILL)
+        yield Crash(rows(job.out), ledger, before, broker.log_text())
+
+
+def test_no_qos1_or_qos2_message_is_lost_across_a_killed_driver(crash: Crash) -> None:
+    got = Counter(ident(r) for r in crash.rows)
+    for level in (4, 5):
+        published = [k for k, qos in crash.ledger.items() if qos and k.startswith(f"{level}-")]
+        assert len(published) == 100, level  # 150 messages, a third of them QoS 0
+        assert all(got[k] >= 1 for k in published), level
+    assert 20 <= crash.rows_before_kill < len(crash.rows)
+    # Duplicates: messages the first driver wrote whose acknowledgement the kill cut off.
+    duplicates = sum(n - 1 for n in got.values())
+    print(f"\n{len(crash.rows)} rows, {len(got)} distinct messages, {duplicates} duplicates, "
+          f"{crash.rows_before_kill} rows before the kill")
+    assert all(n <= 2 for n in got.values())
+
+
+def test_payloads_arrive_byte_for_byte(crash: Crash) -> None:
+    for row in crash.rows:
+        assert row["payload"] == ident(row).encode() + b"|" + BINARY
+
+
+def test_columns_and_typed_v5_properties(crash: Crash) -> None:
+    by_level = {level: [r for r in crash.rows if ident(r).startswith(f"{level}-")]
+                for level in (4, 5)}
+    for level, level_rows in by_level.items():
+        for row in level_rows:
+            n = int(ident(row).split("-")[1])
+            assert row["topic"] == f"live/{level}/{n}"
+            assert row["subscription"] == f"live/{level}/#"
+            assert row["qos"] == n % 3  # the subscription's QoS 2 keeps the publisher's
+            assert row["retain"] is False
+            assert row["protocol_version"] == 5  # the source's own connection
+            assert row["received_at"] is not None
+            if level == 5:
+                assert row["content_type"] == "application/octet-stream"
+                assert row["correlation_data"] == ident(row).encode()
+                assert row["response_topic"] == f"reply/{n}"
+                assert 0 < row["message_expiry_interval"] <= 3600
+                assert row["payload_format_indicator"] == 0
+                assert row["user_properties"] == [{"key": "n", "value": str(n)},
+                                                  {"key": "n", "value": "again"}]
+            else:
+                assert row["content_type"] is None and row["user_properties"] is None
+
+
+def test_the_session_was_resumed_not_restarted(crash: Crash) -> None:
+    # The restarted query reconnected as the same client, without Clean Start, so the
+    # broker kept its subscriptions and unacknowledged messages (Mosquitto logs "c0").
+    assert crash.broker_log.count("as live-test (p5, c0") == 2
+    # Messages in flight when the driver died (sent, not acknowledged: their batch had
+    # not committed) were sent again, with DUP set [MQTT-3.3.1-1], to the new connection.
+    assert "Sending PUBLISH to live-test (d1, q" in crash.broker_log
+
+
+# ---------------------------------------------------------------------------------------
+# The reader's offsets, batches and acknowledgements, with a stand-in subscriber
+
+
+class FakeSubscriber:
+    def __init__(self) -> None:
+        self.waiting: list[Any] = []
+        self.acked_through: list[int] = []
+        self.seq = 0
+
+    def receive(self, n: int) -> None:
+        from mqttwire.session.client import ReceivedMessage
+        from mqttwire.spark.subscriber import Received
+
+        for _ in range(n):
+            self.seq += 1
+            publish = type("P", (), {"payload": b"%d" % self.seq, "qos": 1, "retain": False,
+                                     "dup": False, "packet_id": self.seq,
+                                     "properties": None})()
+            self.waiting.append(Received(self.seq, ReceivedMessage(publish, "t", 0), 0, "t"))
+
+    def raise_error(self) -> None:
+        pass
+
+    def take(self, limit: int | None = None) -> list[Any]:
+        n = len(self.waiting) if limit is None else limit
+        taken, self.waiting = self.waiting[:n], self.waiting[n:]
+        return taken
+
+    def ack_through(self, seq: int) -> int:
+        self.acked_through.append(seq)
+        return 0
+
+
+def reader(**options: str) -> tuple[Any, FakeSubscriber]:
+    from mqttwire.spark.live import LiveOptions, MqttStreamReader
+
+    r = MqttStreamReader(LiveOptions.parse({"url": "mqtt://h", "topics": "t",
+                                            "clientId": "me", **options}))
+    fake = FakeSubscriber()
+    r._subscriber = fake
+    return r, fake
+
+
+def payloads(partitions: list[Any]) -> list[bytes]:
+    return [row[1] for p in partitions for row in p.rows]
+
+
+def test_batches_take_what_arrived_and_acknowledge_on_commit() -> None:
+    r, fake = reader()
+    assert r.initialOffset() == {"seq": 0}
+    assert r.latestOffset({"seq": 0}) == {"seq": 0}  # nothing yet: no batch
+    fake.receive(3)
+    assert r.latestOffset({"seq": 0}) == {"seq": 3}
+    fake.receive(2)  # arrives while batch 1 runs: the next batch's
+    assert payloads(r.partitions({"seq": 0}, {"seq": 3})) == [b"1", b"2", b"3"]
+    assert fake.acked_through == []  # not before the commit
+    r.commit({"seq": 3})
+    assert fake.acked_through == [3]
+    assert r.latestOffset({"seq": 3}) == {"seq": 5}
+    assert payloads(r.partitions({"seq": 3}, {"seq": 5})) == [b"4", b"5"]
+    r.commit({"seq": 5})
+    assert fake.acked_through == [3, 5]
+
+
+def test_max_messages_per_batch() -> None:
+    r, fake = reader(maxMessagesPerBatch="2")
+    fake.receive(5)
+    assert r.latestOffset({"seq": 0}) == {"seq": 2}
+    assert r.latestOffset({"seq": 2}) == {"seq": 4}
+    assert r.latestOffset({"seq": 4}) == {"seq": 5}
+
+
+def test_a_batch_planned_before_a_restart_takes_the_messages_sent_again() -> None:
+    # The checkpoint says batch (40, 47] was planned and not committed; this process has
+    # never seen it: its rows are what the broker has sent again so far (4 here, not 7).
+    r, fake = reader()
+    fake.receive(4)
+    assert payloads(r.partitions({"seq": 40}, {"seq": 47})) == [b"1", b"2", b"3", b"4"]
+    fake.receive(1)
+    assert r.latestOffset({"seq": 47}) == {"seq": 48}  # offsets go on from the checkpoint
+    r.commit({"seq": 47})
+    assert fake.acked_through == [4]
+    assert payloads(r.partitions({"seq": 47}, {"seq": 48})) == [b"5"]
+    r.commit({"seq": 48})
+    assert fake.acked_through == [4, 5]
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: each a clear error in the query, nothing hung
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from mqttwire.spark.live import register
+    from mqttwire.spark.session import make_session
+
+    session = make_session("local[1]")
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def failure(spark: Any, **options: str) -> str:
+    """The error of a query over the mqtt source with ``options`` (it must fail)."""
+    from pyspark.errors import StreamingQueryException
+
+    query = (spark.readStream.format("mqtt").options(**options).load()
+             .writeStream.format("memory").queryName(f"q{time.monotonic_ns()}").start())
+    try:
+        with pytest.raises(StreamingQueryException) as exc:
+            query.awaitTermination(60)
+            pytest.fail("the query is still running after 60 s")
+        return str(exc.value)
+    finally:
+        query.stop()
+
+
+def test_an_unreachable_broker(spark: Any) -> None:
+    port = free_port()  # nothing listens there
+    said = failure(spark, url=f"mqtt://{HOST}:{port}", topics="t", clientId="x")
+    assert f"cannot connect to {HOST}:{port}" in said
+
+
+def test_a_refused_connect(spark: Any, tmp_path: Path) -> None:
+    with mosquitto(tmp_path, "allow_anonymous false\n") as broker:
+        said = failure(spark, url=broker.url, topics="t", clientId="x", version="5")
+    # 0x87 Not authorized (MQTT 5.0 §3.2.2.2)
+    assert "refused the connection (CONNACK reason code 0x87)" in said
+
+
+@contextlib.contextmanager
+def scripted_broker(codes: bytes, then: bytes = b"") -> Iterator[int]:
+    """A broker on a free port that answers CONNECT with CONNACK (v5, success),
+    SUBSCRIBE with SUBACK carrying ``codes``, then sends ``then``; yields its port."""
+    server = socket.create_server((HOST, 0))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(1024)  # CONNECT
+                conn.sendall(bytes([0x20, 3, 0, 0, 0]))  # CONNACK, no properties
+                data = conn.recv(1024)  # SUBSCRIBE: its packet id in bytes 2-3
+                conn.sendall(bytes([0x90, 3 + len(codes), data[2], data[3], 0]) + codes)
+                conn.sendall(then)
+                time.sleep(5)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
+
+
+def test_a_refused_subscription(spark: Any) -> None:
+    # Mosquitto grants every valid filter (its ACLs filter deliveries instead), so the
+    # broker here is a scripted one: SUBACK 0x01 (granted QoS 1), 0x87 (not authorized).
+    with scripted_broker(bytes([0x01, 0x87])) as port:
+        said = failure(spark, url=f"mqtt://{HOST}:{port}", topics="allowed/#,secret/#",
+                       clientId="x")
+    assert "refused the subscription to 'secret/#' (reason code 0x87)" in said
+
+
+def test_a_malformed_packet_from_the_broker(spark: Any) -> None:
+    """After SUBACK, a PUBLISH with both QoS bits set [MQTT-3.3.1-4]."""
+    with scripted_broker(bytes([0x01]), bytes([0x36, 5, 0, 1, ord("t"), 0, 0])) as port:
+        said = failure(spark, url=f"mqtt://{HOST}:{port}", topics="t", clientId="x")
+    assert "both QoS bits set" in said and "[MQTT-3.3.1-4]" in said
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ({"topics": "t", "clientId": "x"}, "option url is required"),
+    ({"url": "mqtts://h", "topics": "t", "clientId": "x"}, "mqtts:// is not supported yet"),
+    ({"url": "mqtt://h", "clientId": "x"}, "option topics is required"),
+    ({"url": "mqtt://h", "topics": "t"}, "option clientId is required"),
+    ({"url": "mqtt://h", "topics": "a/#/b", "clientId": "x"}, "MQTT-4.7.1-1"),
+    ({"url": "mqtt://h", "topics": "t", "clientId": "x", "qos": "3"},
+     "option qos must be 0 to 2, not 3"),
+    ({"url": "mqtt://h", "topics": "t", "clientId": "x", "version": "6"},
+     "option version must be 3, 4 or 5"),
+])
+def test_options_are_checked(options: dict[str, str], says: str) -> None:
+    from mqttwire.spark.live import LiveOptions
+
+    with pytest.raises(ValueError, match=re.escape(says)):
+        LiveOptions.parse(options)
+
+
+def test_options_defaults_and_url() -> None:
+    from mqttwire.spark.live import LiveOptions
+
+    o = LiveOptions.parse({"URL": "mqtt://u%40x:p%3A@broker.example:1884",
+                           "topics": " a/+ , $share/g/b/# ", "clientid": "me"})
+    assert (o.host, o.port, o.username, o.password) == ("broker.example", 1884, "u@x", b"p:")
+    assert o.topics == ("a/+", "$share/g/b/#")
+    assert (o.qos, o.version, o.clean_start, o.session_expiry, o.receive_maximum) == (
+        1, 5, False, 3600, 65535)
+    o = LiveOptions.parse({"url": "mqtt://h", "topics": "t", "clientId": "me",
+                           "version": "3.1.1"})
+    assert (o.port, o.version, o.session_expiry, o.receive_maximum) == (1883, 4, 0, None)
