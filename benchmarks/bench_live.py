@@ -1,0 +1,264 @@
+"""Live MQTT into Parquet: mqttwire's streaming source against a paho-mqtt source written
+the way the public samples are (benchmarks/live_sources.py), in one run.
+
+Mosquitto is started here on 127.0.0.1 (unlimited in-flight messages, a large queue).
+A publisher of mqttwire's own (a socket, PUBLISHes encoded once, QoS 1, PUBACKs read
+back in windows of 500) publishes numbered messages whose payload carries the publish
+time; each source runs as a Structured Streaming query into Parquet in a driver process
+of its own (``local[2]``, 250 ms trigger).
+
+- ``sustained``: N messages published as fast as the publisher goes; the rate is N over
+  the time from the first publish to the moment all N are in committed Parquet files,
+  and every message must be there (no loss).  The publisher's own rate is reported:
+  it bounds what can be measured.
+- ``latency``: a steady rate for a few seconds; per message, the time from its publish to
+  the write of the Parquet file that holds it (the file's mtime), as percentiles.
+
+Run (about 3 minutes on 2 cores; MQTTWIRE_BENCH_LIVE_QUICK=1 for a small check):
+
+    python -m pytest benchmarks/bench_live.py --benchmark-only \
+        --benchmark-json=/tmp/bench-live.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+import mqttwire as mw
+
+HOST = "127.0.0.1"
+REPO = Path(__file__).resolve().parents[1]
+JOB = Path(__file__).with_name("live_sources.py")
+QUICK = bool(os.environ.get("MQTTWIRE_BENCH_LIVE_QUICK"))
+SUSTAINED_N = 1000 if QUICK else 30000
+STEADY_RATE, STEADY_S = (100, 2) if QUICK else (1000, 5)
+WAIT_S = 180.0  # bound on waiting for a source to catch up
+TOPIC = "bench/live"
+
+
+def _ready() -> None:
+    import importlib.util
+
+    for module in ("pyspark", "pyarrow", "paho"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+    if shutil.which("mosquitto") is None:
+        pytest.skip("mosquitto not installed: no mosquitto on PATH (apt-get install mosquitto)")
+    from mqttwire.spark import JavaMissing, find_java
+
+    try:
+        find_java()
+    except JavaMissing as exc:
+        pytest.skip(f"Spark needs Java: {exc}")
+
+
+@contextlib.contextmanager
+def mosquitto(tmp: Path) -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port = sock.getsockname()[1]
+    conf = tmp / "mosquitto.conf"
+    conf.write_text(f"listener {port} {HOST}\nuser {getpass.getuser()}\nallow_anonymous true\n"
+                    "max_inflight_messages 0\nmax_queued_messages 1000000\n")
+    log = (tmp / "mosquitto.log").open("w")
+    proc = subprocess.Popen([shutil.which("mosquitto") or "mosquitto", "-c", str(conf)],
+                            stdout=log, stderr=log)
+    deadline = time.monotonic() + 10
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), 1):
+            break
+        assert time.monotonic() < deadline and proc.poll() is None, "mosquitto did not start"
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+class Publisher:
+    """QoS 1 PUBLISHes at level 3.1.1 over a socket, PUBACKs read in windows."""
+
+    WINDOW = 500
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection((HOST, port))
+        self.sock.sendall(mw.Connect("bench-pub", protocol_version=4).encode(4))
+        self.decoder = mw.StreamDecoder(4)
+        self._read(1)  # CONNACK
+        self.sent = 0
+
+    def _read(self, count: int) -> None:
+        got = 0
+        while got < count:
+            got += len(self.decoder.feed(self.sock.recv(1 << 16)))
+
+    def publish(self, count: int) -> None:
+        """``count`` messages "<n>:<publish time ns>", padded to 40 bytes."""
+        for start in range(0, count, self.WINDOW):
+            n = min(self.WINDOW, count - start)
+            data = b"".join(
+                mw.Publish(TOPIC, (b"%08d:%d" % (self.sent + i, time.time_ns())).ljust(40, b"."),
+                           qos=1, packet_id=i + 1).encode(4) for i in range(n))
+            self.sock.sendall(data)
+            self._read(n)
+            self.sent += n
+
+    def close(self) -> None:
+        self.sock.sendall(mw.Disconnect().encode(4))
+        self.sock.close()
+
+
+@dataclass
+class Query:
+    proc: subprocess.Popen[Any]
+    out: Path
+    stopfile: Path
+
+    def stop(self) -> None:
+        self.stopfile.touch()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def start_query(source: str, port: int, tmp: Path) -> Query:
+    env = dict(os.environ, SPARK_LOCAL_IP=HOST)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    out = tmp / f"out-{source}"
+    proc = subprocess.Popen(
+        [sys.executable, str(JOB), source, f"mqtt://{HOST}:{port}", TOPIC, str(out),
+         str(tmp / f"checkpoint-{source}"), str(tmp / f"stop-{source}")],
+        stdout=subprocess.DEVNULL, stderr=(tmp / f"{source}.log").open("w"), env=env,
+        start_new_session=True)
+    return Query(proc, out, tmp / f"stop-{source}")
+
+
+def committed_files(out: Path) -> list[Path]:
+    """The Parquet files of committed batches (the sink's log)."""
+    log = out / "_spark_metadata"
+    paths: set[str] = set()
+    if log.is_dir():
+        for entry in log.iterdir():
+            if entry.name.startswith("."):
+                continue  # Hadoop's checksum files
+            with contextlib.suppress(FileNotFoundError):
+                paths |= {json.loads(line)["path"]
+                          for line in entry.read_text().splitlines()[1:] if line}
+    return [Path(unquote(urlsplit(p).path)) for p in sorted(paths)]
+
+
+def committed_rows(out: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in committed_files(out))
+
+
+def payloads(out: Path) -> list[tuple[bytes, float]]:
+    """(payload, the file's write time as ns) of every committed row."""
+    import pyarrow.parquet as pq
+
+    rows = []
+    for f in committed_files(out):
+        written = f.stat().st_mtime_ns
+        for value in pq.read_table(f, columns=["payload"]).column(0).to_pylist():
+            rows.append((value if isinstance(value, bytes) else value.encode(), written))
+    return rows
+
+
+def wait_for(query: Query, count: int) -> float:
+    """Wait until ``count`` rows are committed; the time it happened (perf_counter)."""
+    deadline = time.monotonic() + WAIT_S
+    while committed_rows(query.out) < count:
+        assert query.proc.poll() is None, "the query stopped"
+        assert time.monotonic() < deadline, f"not caught up in {WAIT_S} s"
+        time.sleep(0.05)
+    return time.perf_counter()
+
+
+def subscribed(query: Query, port: int, tmp: Path) -> None:
+    """Wait until the query's source has subscribed (a probe message reaches Parquet)."""
+    probe = Publisher(port)
+    deadline = time.monotonic() + 120
+    while committed_rows(query.out) == 0:
+        assert query.proc.poll() is None, "the query stopped"
+        assert time.monotonic() < deadline, "the query never received a message"
+        probe.sock.sendall(mw.Publish(TOPIC, b"probe", qos=1, packet_id=1).encode(4))
+        probe._read(1)
+        time.sleep(0.5)
+    probe.close()
+
+
+_results: dict[str, dict[str, float]] = {}
+
+
+@pytest.mark.parametrize("source", ["mqtt", "paho"])
+def test_live_source(benchmark: Any, tmp_path: Path, source: str) -> None:
+    _ready()
+    benchmark.group = "live: Mosquitto into Parquet"
+    with mosquitto(tmp_path) as port:
+        query = start_query(source, port, tmp_path)
+        try:
+            subscribed(query, port, tmp_path)
+            base = committed_rows(query.out)
+            publisher = Publisher(port)
+            info: dict[str, float] = {}
+
+            def sustained() -> None:
+                started = time.perf_counter()
+                publisher.publish(SUSTAINED_N)
+                info["publisher_msgs_per_s"] = round(SUSTAINED_N / (time.perf_counter()
+                                                                    - started))
+                done = wait_for(query, base + SUSTAINED_N)
+                info["sustained_msgs_per_s"] = round(SUSTAINED_N / (done - started))
+
+            benchmark.pedantic(sustained, rounds=1, iterations=1)
+            # Steady rate: STEADY_RATE messages a second, in 10 ms slices.
+            before = committed_rows(query.out)
+            first = publisher.sent
+            t0 = time.perf_counter()
+            for tick in range(STEADY_RATE * STEADY_S // 10):
+                publisher.publish(10)
+                time.sleep(max(0.0, t0 + (tick + 1) * 10 / STEADY_RATE - time.perf_counter()))
+            wait_for(query, before + STEADY_RATE * STEADY_S)
+            publisher.close()
+            rows = payloads(query.out)
+        finally:
+            query.stop()
+    numbered = [int(p[:8]) for p, _ in rows if p[8:9] == b":"]  # not the probes
+    seen = set(numbered)
+    assert set(range(publisher.sent)) <= seen, "messages were lost"
+    latencies = sorted((written - int(p[9:].rstrip(b".").decode())) / 1e6
+                       for p, written in rows
+                       if p[8:9] == b":" and int(p[:8]) >= first)
+    q = statistics.quantiles(latencies, n=100)
+    info.update(latency_ms_p50=round(q[49], 1), latency_ms_p95=round(q[94], 1),
+                latency_ms_p99=round(q[98], 1), latency_ms_max=round(latencies[-1], 1),
+                steady_rate_msgs_per_s=STEADY_RATE, messages=publisher.sent,
+                duplicates=len(numbered) - len(seen))
+    _results[source] = info
+    if "mqtt" in _results and "paho" in _results:
+        info["mqtt_over_paho_sustained"] = round(
+            _results["mqtt"]["sustained_msgs_per_s"] / _results["paho"]["sustained_msgs_per_s"],
+            2)
+    benchmark.extra_info.update(info, load_avg=os.getloadavg())
