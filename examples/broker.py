@@ -42,11 +42,16 @@ from mqttwire.session import (
 log = logging.getLogger("broker")
 
 
+def levels(topic_filter: str) -> list[str]:
+    """The levels of a topic filter, a shared subscription's ``$share/{group}/`` aside."""
+    if topic_filter.startswith("$share/"):
+        topic_filter = topic_filter.split("/", 2)[2]
+    return topic_filter.split("/")
+
+
 def overlap(a: str, b: str) -> bool:
-    """Whether some topic name matches both topic filters (a shared subscription's
-    ``$share/{group}/`` prefix aside)."""
-    la, lb = (f.split("/", 2)[-1].split("/") if f.startswith("$share/") else f.split("/")
-              for f in (a, b))
+    """Whether some topic name matches both topic filters (the ``--deny`` rule)."""
+    la, lb = levels(a), levels(b)
     for x, y in ((la[0], lb[0]), (lb[0], la[0])):
         if x in ("+", "#") and y.startswith("$"):
             return False  # a wildcard first level matches no $ topic [MQTT-4.7.2-1]
@@ -70,8 +75,9 @@ class Server:
 
     def flush(self, events: list[Event]) -> None:
         """After every call into the broker: log, write, close, re-arm the timer."""
-        for event in events:
-            describe(event)
+        if log.isEnabledFor(logging.INFO):
+            for event in events:
+                describe(event)
         for out in self.broker.outgoing():
             transport = self.transports.get(out.connection)
             if transport is None:
@@ -174,15 +180,18 @@ def main(argv: list[str] | None = None) -> None:
         except mw.MQTTWireError as exc:
             parser.error(f"--deny {topic_filter!r}: {exc}")
     denied: list[str] = args.deny
-    config = BrokerConfig(
-        max_keep_alive=args.max_keep_alive,
-        topic_alias_maximum=args.topic_alias_maximum,
-        assign_topic_aliases=not args.no_assign_aliases,
-        receive_maximum=args.receive_maximum,
-        max_packet_size=args.max_packet_size,
-        deny_subscription=(lambda client_id, sub: any(
-            overlap(d, sub.topic_filter) for d in denied)) if denied else None,
-    )
+    try:
+        config = BrokerConfig(
+            max_keep_alive=args.max_keep_alive,
+            topic_alias_maximum=args.topic_alias_maximum,
+            assign_topic_aliases=not args.no_assign_aliases,
+            receive_maximum=args.receive_maximum,
+            max_packet_size=args.max_packet_size,
+            deny_subscription=(lambda client_id, sub: any(
+                overlap(d, sub.topic_filter) for d in denied)) if denied else None,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
     try:
         asyncio.run(serve(args.host, args.port, config))
     except KeyboardInterrupt:

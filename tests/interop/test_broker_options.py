@@ -12,6 +12,7 @@ resolve them, which also shows what went over the wire.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import socket
 import subprocess
@@ -31,6 +32,7 @@ PacketTypes = mqtt.PacketTypes
 Properties = mqtt.Properties
 
 REPO = Path(__file__).resolve().parents[2]
+BROKER_SCRIPT = REPO / "examples" / "broker.py"
 TIMEOUT = 10.0
 BROKER_OPTIONS = ("--topic-alias-maximum", "2", "--receive-maximum", "2",
                   "--deny", "secret/#", "--deny", "home/+/camera")
@@ -182,6 +184,31 @@ def test_deny_rule(shared_example_broker: Any, paho_to: Callable[..., Any],
     pub.publish("secret/x", b"no", 1)
     pub.publish("ok/x", b"yes", 1)
     assert [m.payload for m in sub.collect(pub)] == [b"yes"]
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ("secret/#", "secret", True),  # "#" matches its parent level too
+    ("secret/#", "#", True),
+    ("secret/#", "+/x", True),
+    ("secret/#", "$SYS/#", False),
+    ("#", "$SYS/x", False),  # a first-level wildcard matches no $ topic [MQTT-4.7.2-1]
+    ("$SYS/#", "$SYS/+", True),
+    ("secret/#", "$share/g/secret/x", True),  # the inner filter of a shared one
+    ("secret/#", "$share/g/public/#", False),
+    ("home/+/camera", "home/hall/#", True),
+    ("home/+/camera", "home/+/light", False),
+    ("a/+/c", "+/b/+", True),
+    ("a/+", "a", False),
+    ("a/b", "a/b/c", False),
+])
+def test_deny_rule_overlap(a: str, b: str, expected: bool) -> None:
+    """--deny FILTER refuses a subscription when some topic matches both filters."""
+    spec = importlib.util.spec_from_file_location("example_broker", BROKER_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.overlap(a, b) is expected
+    assert module.overlap(b, a) is expected
 
 
 def test_deny_rule_closes_mqtt31(shared_example_broker: Any,
