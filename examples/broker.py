@@ -132,7 +132,8 @@ def describe(event: Event) -> None:
         log.info("%s: %s: SUBACK %s", event.connection.name, event.client_id,
                  " ".join(f"0x{c:02X}" for c in event.reason_codes))
     elif isinstance(event, ConnectionClosed):
-        log.info("%s: %s closed: %s", event.connection.name, event.client_id, event.reason)
+        log.info("%s: %s closed: %s", event.connection.name, event.client_id or "client",
+                 event.reason)
     elif isinstance(event, WillPublished):
         log.info("%s: will published to %s", event.client_id, event.message.topic)
     elif isinstance(event, SessionExpired):
