@@ -100,6 +100,7 @@ class Client(asyncio.Protocol):
                         timeout: float = 10.0) -> list[int]:
         """Subscribe; each argument is a ``mqttwire.Subscription`` or a (filter, qos) pair.
         Returns the SUBACK's codes, one per subscription."""
+        self._check_open()
         pid = self.session.subscribe(list(subscriptions), properties=properties,
                                      now=self.loop.time())
         codes: list[int] = await self._wait(pid, timeout)
@@ -107,6 +108,7 @@ class Client(asyncio.Protocol):
 
     async def unsubscribe(self, *topic_filters: str, timeout: float = 10.0) -> list[int]:
         """Unsubscribe; returns the UNSUBACK's codes (empty before MQTT 5.0)."""
+        self._check_open()
         pid = self.session.unsubscribe(list(topic_filters), now=self.loop.time())
         codes: list[int] = await self._wait(pid, timeout)
         return codes
@@ -120,6 +122,7 @@ class Client(asyncio.Protocol):
         Returns None for QoS 0, else the reason code of the PUBACK, or of the PUBREC
         when it failed (0x80 or more), or of the PUBCOMP.
         """
+        self._check_open()
         message = self.session.publish(topic, payload, qos=qos, retain=retain,
                                        properties=properties, now=self.loop.time())
         if qos == 0:
@@ -162,6 +165,10 @@ class Client(asyncio.Protocol):
         await asyncio.shield(self.closed)
 
     # Internals ---------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed.done():
+            raise ConnectionError("connection closed")
 
     async def _wait(self, key: int | OutgoingMessage, timeout: float) -> Any:
         future = self._waiting[key] = self.loop.create_future()
