@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""A small asyncio MQTT client whose wire layer is mqttwire: an example, not a product.
+"""A small asyncio MQTT client: an asyncio socket around mqttwire's sans-I/O
+``ClientSession``.
 
-It speaks MQTT 3.1, 3.1.1 and 5.0 (protocol levels 3, 4 and 5), publishes and receives at
-QoS 0, 1 and 2 with the full acknowledgement exchanges, and keeps the connection alive
-with PINGREQ.  Bytes go in through ``mqttwire.StreamDecoder`` and out through each
-packet's ``.encode()``::
+The session (docs/session.md) does the MQTT: MQTT 3.1, 3.1.1 and 5.0 (protocol levels 3,
+4 and 5), QoS 0, 1 and 2 with the full acknowledgement exchanges, the server's Receive
+Maximum, Topic Aliases both ways, PINGREQ at the Keep Alive (or the server's Server Keep
+Alive).  This file turns its calls into coroutines and its events into futures::
 
-    client = await Client.connect("127.0.0.1", 1883, "example", version=mw.MQTT311)
+    client = await Client.connect("127.0.0.1", 1883, "example", version=4)
     await client.subscribe(("sensors/#", 1))
     await client.publish("sensors/kitchen", b"21.5", qos=2, retain=True)
-    message = await client.receive(timeout=5)     # an mqttwire.Publish
+    message = await client.receive(timeout=5)     # topic, payload, qos, retain, properties
     await client.disconnect()
 
 Run as a script it publishes one message, or prints the messages of a subscription::
@@ -22,10 +23,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 from typing import Any
 
 import mqttwire as mw
+from mqttwire.session import (
+    ClientSession,
+    Connected,
+    ConnectRefused,
+    Disconnected,
+    Event,
+    MessageReceived,
+    OutgoingMessage,
+    PublishCompleted,
+    ReceivedMessage,
+    SubscribeCompleted,
+    UnsubscribeCompleted,
+)
 
 
 class ConnectionRefused(Exception):
@@ -36,78 +49,50 @@ class ConnectionRefused(Exception):
         self.connack = connack
 
 
-class Client:
+class Client(asyncio.Protocol):
     """One connection to an MQTT server.  Create it with :meth:`connect`."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 version: int, keep_alive: int) -> None:
-        self.version = version
-        self.keep_alive = keep_alive
-        #: The CONNACK the server sent.
-        self.connack: Any = None
-        #: Application Messages received, as ``mqttwire.Publish`` packets.
-        self.messages: asyncio.Queue[Any] = asyncio.Queue()
-        self._reader = reader
-        self._writer = writer
-        self._decoder = mw.StreamDecoder(version)
-        # (packet type, packet id) -> future of the acknowledgement we wait for
-        self._waiting: dict[tuple[type, int], asyncio.Future[Any]] = {}
-        self._connack: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pong: asyncio.Future[Any] | None = None
-        # Packet ids of the server's QoS 2 PUBLISHes we PUBREC'd and still hold
-        # (until its PUBREL), so that a re-sent one is not delivered twice.
-        self._awaiting_pubrel: set[int] = set()
-        self._last_id = 0
-        self._window: asyncio.Semaphore | None = None
-        self._last_sent = asyncio.get_running_loop().time()
-        self._closed = asyncio.get_running_loop().create_future()
-        self._tasks: list[asyncio.Task[None]] = []
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+        self.loop = asyncio.get_running_loop()
+        #: Application Messages received (``mqttwire.session.ReceivedMessage``).
+        self.messages: asyncio.Queue[ReceivedMessage] = asyncio.Queue()
+        self.closed = self.loop.create_future()
+        self._connack = self.loop.create_future()
+        # Packet identifier of a SUBSCRIBE / UNSUBSCRIBE, or a QoS 1/2 OutgoingMessage ->
+        # the future of its reason codes / code.
+        self._waiting: dict[int | OutgoingMessage, asyncio.Future[Any]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     @classmethod
-    async def connect(
-        cls,
-        host: str,
-        port: int,
-        client_id: str = "",
-        *,
-        version: int = mw.MQTT311,
-        clean_start: bool = True,
-        keep_alive: int = 60,
-        will: Any = None,
-        properties: mw.Properties | None = None,
-        timeout: float = 10.0,
-    ) -> Client:
-        """Open the connection, send CONNECT and wait for CONNACK.
+    async def connect(cls, host: str, port: int, client_id: str = "", *,
+                      timeout: float = 10.0, **options: Any) -> Client:
+        """Open the connection, send CONNECT and wait for CONNACK.  ``options`` go to
+        ``ClientSession`` (``version`` (default 4), ``clean_start``, ``keep_alive``,
+        ``will``, ``session_expiry_interval``, ``receive_maximum``,
+        ``topic_alias_maximum``, ``properties``, ...).
 
         Raises:
-            ConnectionRefused: the CONNACK carries a non-zero code (the connection is
-                closed).
+            ConnectionRefused: the CONNACK carries a non-zero code.
             TimeoutError: no CONNACK within ``timeout`` seconds.
         """
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        client = cls(reader, writer, version, keep_alive)
-        client._tasks.append(asyncio.create_task(client._read_loop()))
-        client._send(mw.Connect(
-            client_id, protocol_version=version, clean_start=clean_start,
-            keep_alive=keep_alive, will=will, properties=properties,
-        ))
+        options.setdefault("version", 4)
+        session = ClientSession(client_id, **options)
+        loop = asyncio.get_running_loop()
+        _, client = await asyncio.wait_for(
+            loop.create_connection(lambda: cls(session), host, port), timeout)
         try:
-            connack = await asyncio.wait_for(client._connack, timeout)
+            await asyncio.wait_for(asyncio.shield(client._connack), timeout)
         except BaseException:
             await client.close()
             raise
-        client.connack = connack
-        if connack.reason_code != 0:
-            await client.close()
-            raise ConnectionRefused(connack)
-        # MQTT 5.0 [MQTT-3.3.4-7]: no more unacknowledged QoS 1/2 PUBLISHes than the
-        # server's Receive Maximum (65,535 when absent, §3.2.2.3.3).
-        props = connack.properties
-        receive_maximum = props.receive_maximum if props is not None else None
-        client._window = asyncio.Semaphore(receive_maximum or 65535)
-        if keep_alive:
-            client._tasks.append(asyncio.create_task(client._ping_loop()))
         return client
+
+    @property
+    def connack(self) -> Any:
+        """The CONNACK the server sent."""
+        return self.session.connack
 
     # Requests ----------------------------------------------------------------------------
 
@@ -115,196 +100,156 @@ class Client:
                         timeout: float = 10.0) -> list[int]:
         """Subscribe; each argument is a ``mqttwire.Subscription`` or a (filter, qos) pair.
         Returns the SUBACK's codes, one per subscription."""
-        subs = [s if isinstance(s, mw.Subscription) else mw.Subscription(s[0], qos=s[1])
-                for s in subscriptions]
-        pid = self._next_packet_id()
-        suback = await self._request(mw.Subscribe(pid, subs, properties=properties),
-                                     mw.SubAck, pid, timeout)
-        return list(suback.reason_codes)
+        self._check_open()
+        pid = self.session.subscribe(list(subscriptions), properties=properties,
+                                     now=self.loop.time())
+        codes: list[int] = await self._wait(pid, timeout)
+        return codes
 
     async def unsubscribe(self, *topic_filters: str, timeout: float = 10.0) -> list[int]:
         """Unsubscribe; returns the UNSUBACK's codes (empty before MQTT 5.0)."""
-        pid = self._next_packet_id()
-        unsuback = await self._request(mw.Unsubscribe(pid, list(topic_filters)),
-                                       mw.UnsubAck, pid, timeout)
-        return list(unsuback.reason_codes)
+        self._check_open()
+        pid = self.session.unsubscribe(list(topic_filters), now=self.loop.time())
+        codes: list[int] = await self._wait(pid, timeout)
+        return codes
 
     async def publish(self, topic: str, payload: bytes = b"", *, qos: int = 0,
                       retain: bool = False, properties: mw.Properties | None = None,
                       timeout: float = 10.0) -> int | None:
-        """Publish, and for QoS 1 and 2 wait until the exchange is complete.
+        """Publish, and for QoS 1 and 2 wait until the exchange is complete (the session
+        holds it back while the server's Receive Maximum is reached).
 
         Returns None for QoS 0, else the reason code of the PUBACK, or of the PUBREC
         when it failed (0x80 or more), or of the PUBCOMP.
         """
+        self._check_open()
+        message = self.session.publish(topic, payload, qos=qos, retain=retain,
+                                       properties=properties, now=self.loop.time())
         if qos == 0:
-            self._send(mw.Publish(topic, payload, retain=retain, properties=properties))
+            self._flush([])
             return None
-        assert self._window is not None
-        async with self._window:
-            pid = self._next_packet_id()
-            publish = mw.Publish(topic, payload, qos=qos, retain=retain, packet_id=pid,
-                                 properties=properties)
-            if qos == 1:
-                answer = await self._request(publish, mw.PubAck, pid, timeout)
-            else:
-                # QoS 2 (MQTT 5.0 §4.3.3): PUBLISH -> PUBREC, PUBREL -> PUBCOMP.
-                answer = await self._request(publish, mw.PubRec, pid, timeout)
-                if answer.reason_code < 0x80:
-                    answer = await self._request(mw.PubRel(pid), mw.PubComp, pid, timeout)
-            code: int = answer.reason_code
-            return code
+        code: int = await self._wait(message, timeout)
+        return code
 
-    async def receive(self, timeout: float | None = None) -> Any:
-        """The next Application Message (a ``mqttwire.Publish``).
+    async def receive(self, timeout: float | None = None) -> ReceivedMessage:
+        """The next Application Message.
 
         Raises:
             TimeoutError: none within ``timeout`` seconds.
             ConnectionError: the connection closed and no message is left.
         """
         get = asyncio.ensure_future(self.messages.get())
-        done, _ = await asyncio.wait({get, self._closed}, timeout=timeout,
+        done, _ = await asyncio.wait({get, self.closed}, timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         if get in done:
             return get.result()
         get.cancel()
         if not self.messages.empty():
             return self.messages.get_nowait()
-        if self._closed.done():
+        if self.closed.done():
             raise ConnectionError("connection closed")
         raise TimeoutError(f"no message within {timeout} s")
 
-    async def ping(self, timeout: float = 10.0) -> None:
-        """Send PINGREQ and wait for PINGRESP."""
-        self._pong = asyncio.get_running_loop().create_future()
-        self._send(mw.PingReq())
-        await asyncio.wait_for(self._pong, timeout)
-
     async def disconnect(self, reason_code: int = 0,
-                         properties: mw.Properties | None = None) -> None:
+                         session_expiry_interval: int | None = None) -> None:
         """Send DISCONNECT (MQTT 5.0: with ``reason_code``) and close the connection."""
-        if not self._closed.done():
-            self._send(mw.Disconnect(reason_code=reason_code, properties=properties))
+        if self.session.connected:
+            self._flush(self.session.disconnect(self.loop.time(), reason_code=reason_code,
+                                                session_expiry_interval=session_expiry_interval))
         await self.close()
 
     async def close(self) -> None:
         """Close the connection without DISCONNECT (the server publishes the will)."""
-        for task in self._tasks:
-            task.cancel()
-        self._writer.close()
-        with contextlib.suppress(ConnectionError):
-            await self._writer.wait_closed()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._finish(ConnectionError("connection closed"))
+        if self._transport is not None:
+            self._transport.close()
+        await asyncio.shield(self.closed)
 
     # Internals ---------------------------------------------------------------------------
 
-    def _send(self, packet: Any) -> None:
-        if self._closed.done():
+    def _check_open(self) -> None:
+        if self.closed.done():
             raise ConnectionError("connection closed")
-        self._writer.write(packet.encode(version=self.version))
-        self._last_sent = asyncio.get_running_loop().time()
 
-    def _next_packet_id(self) -> int:
-        """A packet identifier no request of ours is using (3.1.1 [MQTT-2.3.1-2])."""
-        pid = self._last_id
-        while True:
-            pid = pid % 65535 + 1
-            if not any(key[1] == pid for key in self._waiting):
-                self._last_id = pid
-                return pid
-
-    async def _request(self, packet: Any, answer: type, pid: int, timeout: float) -> Any:
-        future = asyncio.get_running_loop().create_future()
-        self._waiting[(answer, pid)] = future
+    async def _wait(self, key: int | OutgoingMessage, timeout: float) -> Any:
+        future = self._waiting[key] = self.loop.create_future()
+        self._flush([])  # writes the request and collects what it caused
         try:
-            self._send(packet)
-            await self._writer.drain()
             return await asyncio.wait_for(future, timeout)
         finally:
-            self._waiting.pop((answer, pid), None)
+            self._waiting.pop(key, None)
 
-    async def _read_loop(self) -> None:
-        error: BaseException = ConnectionError("connection closed by the server")
-        try:
-            while True:
-                data = await self._reader.read(65536)
-                if not data:
-                    break
-                for packet in self._decoder.feed(data):
-                    self._handle(packet)
-        except (ConnectionError, mw.MQTTWireError) as exc:
-            # Bad bytes from the server: 5.0 would send DISCONNECT first; an example
-            # client just closes.
-            error = exc
-        finally:
-            self._writer.close()
-            self._finish(error)
+    def connection_made(self, transport: Any) -> None:
+        self._transport = transport
+        self.session.connect(self.loop.time())
+        self._flush([])
 
-    def _finish(self, error: BaseException) -> None:
-        """Fail every pending request: the connection is gone."""
-        if not self._closed.done():
-            self._closed.set_result(None)
-        for future in [self._connack, self._pong, *self._waiting.values()]:
-            if future is not None and not future.done():
+    def data_received(self, data: bytes) -> None:
+        self._flush(self.session.receive_data(data, self.loop.time()))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._flush(self.session.connection_lost(self.loop.time()))
+        self._finish(ConnectionError("connection closed"))
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._flush([])
+
+    def _flush(self, events: list[Event]) -> None:
+        """After every call into the session: handle its events, write what it queued,
+        and re-arm the timer for its next deadline."""
+        events += self.session.tick(self.loop.time())  # does only what is due
+        for event in events:
+            self._handle(event)
+        data = self.session.data_to_send()
+        if data and self._transport is not None:
+            self._transport.write(data)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.session.next_deadline()
+        if deadline is not None:
+            self._timer = self.loop.call_at(deadline, self._tick)
+        for event in events:
+            if isinstance(event, Disconnected):  # after the data written above
+                if self._transport is not None:
+                    self._transport.close()
+                self._finish(ConnectionError(f"connection closed: {event.reason}"))
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, Connected):
+            _resolve(self._connack, event.connack)
+        elif isinstance(event, ConnectRefused):
+            self._connack.set_exception(ConnectionRefused(event.connack))
+        elif isinstance(event, MessageReceived):
+            self.messages.put_nowait(event.message)
+        elif isinstance(event, PublishCompleted):
+            _resolve(self._waiting.get(event.message), event.reason_code)
+        elif isinstance(event, (SubscribeCompleted, UnsubscribeCompleted)):
+            _resolve(self._waiting.get(event.packet_id), event.reason_codes)
+
+    def _finish(self, error: Exception) -> None:
+        """The connection is gone: fail whatever still waits."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for future in [self._connack, *self._waiting.values()]:
+            if not future.done():
                 future.set_exception(error)
+        _resolve(self.closed, None)
 
-    def _handle(self, packet: Any) -> None:
-        kind = type(packet)
-        if kind is mw.Publish:
-            self._on_publish(packet)
-        elif kind is mw.PubRel:
-            # QoS 2, receiving side: release the packet id [MQTT-4.3.3-11] (5.0 numbers).
-            self._awaiting_pubrel.discard(packet.packet_id)
-            self._send(mw.PubComp(packet.packet_id))
-        elif kind is mw.ConnAck:
-            if not self._connack.done():
-                self._connack.set_result(packet)
-        elif kind is mw.PingResp:
-            if self._pong is not None and not self._pong.done():
-                self._pong.set_result(packet)
-        elif kind is mw.Disconnect:
-            self._finish(ConnectionError(
-                f"server sent DISCONNECT 0x{packet.reason_code:02X}"))
-        else:
-            # PUBACK, PUBREC, PUBCOMP, SUBACK, UNSUBACK answer one of our requests.
-            future = self._waiting.get((kind, packet.packet_id))
-            if future is not None and not future.done():
-                future.set_result(packet)
 
-    def _on_publish(self, packet: Any) -> None:
-        pid = packet.packet_id
-        if packet.qos == 0:
-            self.messages.put_nowait(packet)
-        elif packet.qos == 1:
-            self.messages.put_nowait(packet)
-            self._send(mw.PubAck(pid))
-        else:
-            # QoS 2: deliver once, then answer every copy with PUBREC until the PUBREL.
-            if pid not in self._awaiting_pubrel:
-                self._awaiting_pubrel.add(pid)
-                self.messages.put_nowait(packet)
-            self._send(mw.PubRec(pid))
-
-    async def _ping_loop(self) -> None:
-        """3.1.1 [MQTT-3.1.2-23]: send PINGREQ when nothing else went out for Keep Alive
-        seconds (a little earlier, to stay clear of the server's 1.5x limit)."""
-        loop = asyncio.get_running_loop()
-        while not self._closed.done():
-            idle = loop.time() - self._last_sent
-            if idle >= self.keep_alive * 0.75:
-                self._send(mw.PingReq())
-                idle = 0
-            await asyncio.sleep(self.keep_alive * 0.75 - idle)
+def _resolve(future: asyncio.Future[Any] | None, value: Any) -> None:
+    if future is not None and not future.done():
+        future.set_result(value)
 
 
 # ---------------------------------------------------------------------------------------
 
 
 async def _main(args: argparse.Namespace) -> None:
-    client = await Client.connect(args.host, args.port, args.id, version=args.level)
+    client = await Client.connect(args.host, args.port, args.id, version=args.level,
+                                  keep_alive=args.keep_alive)
     try:
         if args.command == "pub":
             await client.publish(args.topic, args.message.encode(), qos=args.qos,
@@ -325,6 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--id", default="", help="client identifier (default: server's)")
     parser.add_argument("--level", type=int, choices=(3, 4, 5), default=4,
                         help="protocol level: 3 = MQTT 3.1, 4 = 3.1.1, 5 = 5.0")
+    parser.add_argument("--keep-alive", type=int, default=60, metavar="SECONDS")
     commands = parser.add_subparsers(dest="command", required=True)
     pub = commands.add_parser("pub", help="publish one message")
     pub.add_argument("topic")

@@ -36,3 +36,18 @@ def test_mypy_strict(tmp_path: pathlib.Path) -> None:
            "--no-site-packages", *TYPED]
     result = subprocess.run(cmd, cwd=src, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_examples_mypy_strict(tmp_path: pathlib.Path) -> None:
+    """examples/broker.py and examples/client.py, thin glue over mqttwire.session, are
+    typed against the package too."""
+    examples = pathlib.Path(__file__).resolve().parents[1] / "examples"
+    src = tmp_path / "src"
+    shutil.copytree(PACKAGE, src / "mqttwire",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyd", "*.c"))
+    for name in ("broker.py", "client.py"):
+        shutil.copy(examples / name, src / name)
+    cmd = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
+           "--no-site-packages", "broker.py", "client.py"]
+    result = subprocess.run(cmd, cwd=src, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

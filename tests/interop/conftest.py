@@ -96,8 +96,10 @@ BROKER_IMPLEMENTATIONS = [
 ]
 
 
-def start_example_broker(implementation: str, log: Path) -> tuple[subprocess.Popen[bytes], Server]:
-    """Start examples/broker.py with the given mqttwire implementation on a free port."""
+def start_example_broker(implementation: str, log: Path,
+                         options: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], Server]:
+    """Start examples/broker.py with the given mqttwire implementation on a free port,
+    with its command-line ``options``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.pop("MQTTWIRE_PURE_PYTHON", None)
@@ -105,7 +107,8 @@ def start_example_broker(implementation: str, log: Path) -> tuple[subprocess.Pop
         env["MQTTWIRE_PURE_PYTHON"] = "1"
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, str(BROKER_SCRIPT), "--host", HOST, "--port", "0", "--verbose"],
+            [sys.executable, str(BROKER_SCRIPT), "--host", HOST, "--port", "0", "--verbose",
+             *options],
             stdout=subprocess.PIPE, stderr=err, bufsize=0, env=env,
         )
     try:
@@ -129,8 +132,8 @@ def start_example_broker(implementation: str, log: Path) -> tuple[subprocess.Pop
 
 
 @contextlib.contextmanager
-def running_example_broker(implementation: str, log: Path) -> Iterator[Server]:
-    proc, server = start_example_broker(implementation, log)
+def running_example_broker(implementation: str, log: Path, *options: str) -> Iterator[Server]:
+    proc, server = start_example_broker(implementation, log, options)
     try:
         yield server
     finally:
@@ -150,10 +153,29 @@ def example_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[S
 def shared_example_broker(request: pytest.FixtureRequest,
                           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One examples/broker.py per test module and implementation, for tests whose
-    state (topics, client identifiers) cannot meet: it saves a start per test."""
+    state (topics, client identifiers) cannot meet: it saves a start per test.  Its
+    command-line options are the module's ``BROKER_OPTIONS``, if it has them."""
     log = tmp_path_factory.mktemp("broker") / "broker.log"
-    with running_example_broker(request.param, log) as server:
+    options = getattr(request.module, "BROKER_OPTIONS", ())
+    with running_example_broker(request.param, log, *options) as server:
         yield server
+
+
+@pytest.fixture(params=BROKER_IMPLEMENTATIONS)
+def start_example_broker_with(request: pytest.FixtureRequest,
+                              tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """Start examples/broker.py with the command-line options given, under each mqttwire
+    implementation; every one started is stopped after the test."""
+    started: list[Server] = []
+    with contextlib.ExitStack() as stack:
+
+        def start(*options: str) -> Server:
+            log = tmp_path / f"broker-{len(started)}.log"
+            server = stack.enter_context(running_example_broker(request.param, log, *options))
+            started.append(server)
+            return server
+
+        yield start
 
 
 # ---------------------------------------------------------------------------------------
@@ -210,7 +232,7 @@ class Paho:
 
     def __init__(self, mqtt: ModuleType, server: Server, level: int, client_id: str,
                  *, clean: bool = True, keepalive: int = 60, will: tuple[Any, ...] | None = None,
-                 properties: Any = None) -> None:
+                 properties: Any = None, manual_ack: bool = False) -> None:
         protocol = {3: mqtt.MQTTv31, 4: mqtt.MQTTv311, 5: mqtt.MQTTv5}[level]
         self.level = level
         self.client_id = client_id
@@ -219,11 +241,13 @@ class Paho:
         self.client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol,
             clean_session=None if level == 5 else clean, reconnect_on_failure=False,
+            manual_ack=manual_ack,
         )
         self._connected = threading.Event()
         self._acks: dict[int, Any] = {}
         self._acked = threading.Condition()
         self.connect_result: Any = None  # paho's ReasonCode, once CONNACK came
+        self.connack_properties: Any = None  # paho's Properties of a 5.0 CONNACK
         #: The reason code of each disconnection paho reported (as an int).
         self.disconnects: queue.Queue[int] = queue.Queue()
         self.client.on_connect = self._on_connect
@@ -248,6 +272,7 @@ class Paho:
 
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any) -> None:
         self.connect_result = reason
+        self.connack_properties = props
         self.session_present = flags.session_present
         self._connected.set()
 
@@ -324,21 +349,38 @@ class Paho:
 def paho(example_broker: Server) -> Iterator[Callable[..., Paho]]:
     """A factory of paho clients connected to the example broker; all are stopped after
     the test."""
+    with paho_clients(example_broker) as make:
+        yield make
+
+
+@pytest.fixture
+def paho_to() -> Iterator[Callable[[Server], Callable[..., Paho]]]:
+    """``paho_to(server)``: a factory of paho clients connected to ``server``, like
+    ``paho``; all are stopped after the test."""
+    with contextlib.ExitStack() as stack:
+        yield lambda server: stack.enter_context(paho_clients(server))
+
+
+@contextlib.contextmanager
+def paho_clients(server: Server) -> Iterator[Callable[..., Paho]]:
+    """A factory of paho clients connected to ``server``, stopped at the end."""
     mqtt = pytest.importorskip("paho.mqtt.client", reason="paho-mqtt not installed")
     made: list[Paho] = []
 
     def make(level: int, client_id: str, **kwargs: Any) -> Paho:
-        client = Paho(mqtt, example_broker, level, client_id, **kwargs)
+        client = Paho(mqtt, server, level, client_id, **kwargs)
         made.append(client)
         return client
 
-    yield make
-    for client in made:
-        # DISCONNECT first: it wakes the network thread, which loop_stop() then joins at
-        # once (stopped first, the thread would sleep out its 1 s select timeout).
-        with contextlib.suppress(Exception):
-            client.client.disconnect()
-        client.client.loop_stop()
+    try:
+        yield make
+    finally:
+        for client in made:
+            # DISCONNECT first: it wakes the network thread, which loop_stop() then joins
+            # at once (stopped first, the thread would sleep out its 1 s select timeout).
+            with contextlib.suppress(Exception):
+                client.client.disconnect()
+            client.client.loop_stop()
 
 
 @dataclass

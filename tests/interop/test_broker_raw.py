@@ -47,10 +47,10 @@ RESERVED_TYPE = bytes.fromhex("00 00")
 # (0 with the continuation bit), 0x89 (9 | 0x80), 0x7a (122).  No body follows: the
 # broker must refuse once it knows the length.
 TOO_LARGE = bytes.fromhex("30 80897a")
-# Level 5 PUBLISH QoS 0 to "a" with a Topic Alias (0x23) of 1, though the broker's
-# CONNACK said Topic Alias Maximum 0: topic (3) + property length 03 (1) + 23 0001 (3):
-# RL 7.
-TOPIC_ALIAS = bytes.fromhex("30 07 0001 61 03 23 0001")
+# Level 5 PUBLISH QoS 0 to "a" with a Topic Alias (0x23) of 17, though the broker's
+# CONNACK said Topic Alias Maximum 16 (its default): topic (3) + property length 03 (1) +
+# 23 0011 (3): RL 7.
+TOPIC_ALIAS = bytes.fromhex("30 07 0001 61 03 23 0011")
 # PINGRESP (type 13: 0xd0, RL 0) goes from Server to Client only (MQTT 5.0 Table 2-1).
 PINGRESP = bytes.fromhex("d0 00")
 # Level 5 PUBLISH QoS 0 to "a" carrying a Subscription Identifier (0x0b) of 1, which only

@@ -347,7 +347,11 @@ def test_v5_connack_advertises_capabilities(example_broker: Any) -> None:
     assert props_seen["WildcardSubscriptionAvailable"] == 1
     assert props_seen["SubscriptionIdentifierAvailable"] == 1
     assert props_seen["SharedSubscriptionAvailable"] == 1
-    assert props_seen["ReceiveMaximum"] > 0
-    assert props_seen.get("TopicAliasMaximum", 0) == 0
+    # The defaults of examples/broker.py's --receive-maximum, --topic-alias-maximum and
+    # --max-packet-size; without --max-keep-alive the client's Keep Alive stands.
+    assert props_seen["ReceiveMaximum"] == 64
+    assert props_seen["TopicAliasMaximum"] == 16
+    assert props_seen["MaximumPacketSize"] == 1024 * 1024
+    assert "ServerKeepAlive" not in props_seen
     # Maximum QoS absent means 2 [MQTT-3.2.2-9].
     assert "MaximumQoS" not in props_seen
