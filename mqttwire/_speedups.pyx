@@ -8,9 +8,10 @@ loop.  Property blocks, CONNECT, SUBSCRIBE, SUBACK, UNSUBSCRIBE and UNSUBACK are
 C too, and PreparedPublish, property blocks, CONNECT and SUBSCRIBE encoded in C.  The rest
 is shared Python: CONNACK, DISCONNECT and AUTH (``_cold``), and every error message
 (``_wire`` builders).  The C readers and writers take valid packets only and hand
-anything else to the shared reference code (``_cold``, ``_properties``, ``_pure``'s
-encoders), which raises the error; so the two implementations cannot word or order an
-error differently.
+anything else to the shared reference code (``_cold``, ``_properties``, ``_publish``,
+``_forwarding``, ``_framing``), which raises the error; so the two implementations cannot
+word or order an error differently.  This module never imports ``_pure``: what the twins
+share lives in those modules, under public names, and is the contract between them.
 
 Every pointer read is preceded by an explicit length check (pointer indexing is never
 bounds-checked, whatever the directives).
@@ -28,7 +29,7 @@ from libc.string cimport memchr, memcmp, memcpy, memmove
 
 import types
 
-from . import _cold, _pure
+from . import _cold
 from ._constants import (
     MAX_REMAINING_LENGTH,
     PACKET_NAMES,
@@ -45,15 +46,25 @@ from ._ctopics import (
     validate_topic_filter,
     validate_topic_name,
 )
-from . import _properties
-from ._properties import Properties, decode_properties, same_properties
+from ._forwarding import encode_forwarded, forwarding_parts
+from ._framing import incomplete
+from ._properties import (
+    BOOLEAN_PROPERTIES,
+    NONZERO_PROPERTIES,
+    PROPERTY_NAMES,
+    PROPERTY_TABLE,
+    Properties,
+    decode_properties,
+    same_properties,
+)
+from ._publish import encode_ack, encode_publish
 from ._wire import (
     as_buffer,
     check_subscription_identifiers,
+    check_version,
     connect_order_error,
     first_byte_error,
     format_repr,
-    forwarding_parts,
     length_mismatch,
     null_error,
     overrun,
@@ -125,13 +136,13 @@ for _b in range(128):
     _PROP_KIND[_b] = -1
     _PROP_ALLOWED[_b] = 0
     _PROP_FLAGS[_b] = 0
-for _b, (_name, _kind, _allowed) in _properties._TABLE.items():
+for _b, (_name, _kind, _allowed) in PROPERTY_TABLE.items():
     _PROP_KIND[_b] = _kind
     for _t in _allowed:
         _PROP_ALLOWED[_b] |= 1u << _t
-    _PROP_FLAGS[_b] = (1 if _b in _properties._BOOLEAN_BYTES else 0) | (
-        2 if _b in _properties._NONZERO else 0)
-cdef dict _PROPERTY_IDS = _properties.PROPERTY_NAMES
+    _PROP_FLAGS[_b] = (1 if _b in BOOLEAN_PROPERTIES else 0) | (
+        2 if _b in NONZERO_PROPERTIES else 0)
+cdef dict _PROPERTY_IDS = PROPERTY_NAMES
 
 # Cached Python objects used on the hot path.
 cdef PyTypeObject* _PROPERTIES = <PyTypeObject*>Properties  # kept alive by the import
@@ -157,6 +168,9 @@ cdef object _V3 = 3, _V4 = 4, _V5 = 5
 
 
 cdef inline int _check_version(object version) except -1:
+    """_wire.check_version, with the usual arguments recognised in C first: this runs on
+    every encode and decode, where a Python call would cost more than the whole check.
+    Anything else goes to check_version, which accepts it or words the one error."""
     cdef long long v
     # CPython keeps one object per small int, so the usual arguments are these very
     # objects: three pointer comparisons before any conversion.
@@ -171,7 +185,8 @@ cdef inline int _check_version(object version) except -1:
         return <int>v
     if type(version) is not int and (version == 5 or version == 4 or version == 3):
         return <int>version  # e.g. an IntEnum member
-    raise ValueError(f"protocol version must be 3, 4 or 5, not {version!r}")
+    check_version(version)  # raises
+    return -1  # not reached
 
 
 cdef inline void _shift(object exc, Py_ssize_t delta):
@@ -644,8 +659,8 @@ cdef object _NS = types.SimpleNamespace(
 # ---------------------------------------------------------------------------------------
 # Encoding the hot packets.  The fast path handles well-typed, valid packets in C; anything
 # else (wrong types, invalid values, a lone surrogate, an empty v5 topic with an alias) is
-# handed to _pure's encoder, which raises exactly the error the reference raises, or, for
-# the valid rarities, encodes it.
+# handed to the shared reference encoder (_publish), which raises exactly the error _pure
+# raises, or, for the valid rarities, encodes it.
 
 
 cdef inline Py_ssize_t _varint_size(Py_ssize_t value) noexcept:
@@ -1093,29 +1108,29 @@ cdef object _encode_publish(Publish pkt, object version_obj):
 
     if qos < 0 or type(topic) is not str or type(payload) is not bytes or (
             pkt.dup and qos == 0):
-        return _pure._encode_publish(pkt, version)
+        return encode_publish(pkt, version)
     if qos:
         packet_id = <long>_uint(pid_obj, 0xFFFF)
         if packet_id <= 0:
-            return _pure._encode_publish(pkt, version)
+            return encode_publish(pkt, version)
     elif pid_obj is not None:
-        return _pure._encode_publish(pkt, version)
+        return encode_publish(pkt, version)
     topic_utf8 = _utf8(topic, &topic_len)
     if topic_utf8 == NULL or topic_len == 0 or topic_len > 0xFFFF or not _plain_text(
             topic_utf8, topic_len, True):
-        return _pure._encode_publish(pkt, version)
+        return encode_publish(pkt, version)
     props = pkt.properties
     if props is not None:
         if type(props) is not Properties:
-            return _pure._encode_publish(pkt, version)
+            return encode_publish(pkt, version)
         count = _collect(props, items, 0)
         if count < 0:
-            return _pure._encode_publish(pkt, version)
+            return encode_publish(pkt, version)
     _out_init(&block, stack)
     try:
         # An empty Properties counts as none; properties before 5.0 are refused.
         if count and (version != 5 or not _encode_properties(&block, items, count, 3)):
-            return _pure._encode_publish(pkt, version)
+            return encode_publish(pkt, version)
         return _write_publish(pkt, version, qos, packet_id, topic_utf8, topic_len, payload,
                               &block)
     finally:
@@ -1134,7 +1149,7 @@ cdef object _write_publish(Publish pkt, int version, long qos, long packet_id,
     if version == 5:
         body += _varint_size(props_len) + props_len
     if body > MQTTWIRE_MAX_REMAINING_LENGTH:
-        return _pure._encode_publish(pkt, version)
+        return encode_publish(pkt, version)
     total = 1 + _varint_size(body) + body
     result = PyBytes_FromStringAndSize(NULL, total)
     out = <unsigned char*>PyBytes_AS_STRING(result)
@@ -1171,9 +1186,9 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
     packet_id = <long>_uint(pid_obj, 0xFFFF)
     code = <long>_uint(code_obj, 0xFF)
     if packet_id <= 0 or code < 0 or pkt.properties:
-        return _pure._encode_ack(pkt, version)
+        return encode_ack(pkt, version)
     if code and (version != 5 or not _ACK_CODE_OK[ptype - 4][code]):
-        return _pure._encode_ack(pkt, version)
+        return encode_ack(pkt, version)
     # 0x40 PUBACK, 0x50 PUBREC, 0x62 PUBREL (flags 0010, [MQTT-3.6.1-1]), 0x70 PUBCOMP
     buf[0] = <unsigned char>((ptype << 4) | (2 if ptype == 6 else 0))
     buf[2] = <unsigned char>(packet_id >> 8)
@@ -1187,7 +1202,7 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
 
 
 cdef tuple _forwarding_parts(object publish):
-    """_wire.forwarding_parts for well-typed, valid publishes; None for the rest."""
+    """_forwarding.forwarding_parts for well-typed, valid publishes; None for the rest."""
     cdef object props = publish.properties, payload = publish.payload, expiry = None
     cdef _Prop items[32]
     cdef int count = 0
@@ -1241,7 +1256,8 @@ cdef class PreparedPublish:
     """
 
     cdef public object publish
-    # Read by _pure's encoder when it takes over (see encode()).
+    # The parts of _forwarding.forwarding_parts; handed to _forwarding.encode_forwarded
+    # when it takes over (see encode()).
     cdef readonly bytes _topic, _props, _payload
     cdef readonly object _expiry
 
@@ -1265,8 +1281,8 @@ cdef class PreparedPublish:
         cdef Py_ssize_t block = 0, body = -1, total, n, size
         cdef unsigned long e = 0
         cdef unsigned char* out
-        # Well-typed, in-range arguments take the C path; anything else goes to _pure's
-        # encoder, which raises exactly the reference's error (or encodes the rarity).
+        # Well-typed, in-range arguments take the C path; anything else goes to the shared
+        # reference encoder, which raises exactly _pure's error (or encodes the rarity).
         if type(qos) is int and 0 <= qos <= 2 and not (dup and not qos):
             q = qos
             if q and type(packet_id) is int and 1 <= packet_id <= 0xFFFF:
@@ -1288,10 +1304,9 @@ cdef class PreparedPublish:
                     body = len(self._topic) + (2 if q else 0)
                 body += len(self._payload)
         if body < 0 or body > MQTTWIRE_MAX_REMAINING_LENGTH:
-            return _pure.PreparedPublish.encode(
-                self, version, qos=qos, packet_id=packet_id, retain=retain, dup=dup,
-                subscription_identifiers=subscription_identifiers,
-                message_expiry_interval=message_expiry_interval)
+            return encode_forwarded(
+                self._topic, self._expiry, self._props, self._payload, version, qos,
+                packet_id, retain, dup, subscription_identifiers, message_expiry_interval)
         total = 1 + _varint_size(body) + body
         result = PyBytes_FromStringAndSize(NULL, total)
         out = <unsigned char*>PyBytes_AS_STRING(result)
@@ -1473,7 +1488,7 @@ cdef object _BAIL = object()
 
 # _PROP_NAMES[id]: the Properties attribute of property ``id`` (None: unknown).
 cdef list _PROP_NAMES = [None] * 128
-for _b, (_name, _kind, _allowed) in _properties._TABLE.items():
+for _b, (_name, _kind, _allowed) in PROPERTY_TABLE.items():
     _PROP_NAMES[_b] = _name
 cdef object _USER_PROPERTIES = "user_properties"
 cdef object _SUBSCRIPTION_IDS = "subscription_identifiers"
@@ -1978,7 +1993,7 @@ def decode_from(data, offset=0, *, version=5):
 cdef object _decode_one(const unsigned char* p, Py_ssize_t n, object data, int v):
     cdef Py_ssize_t body, end
     if n == 0 or not _header(p, 0, n, v, &body, &end) or end > n:
-        raise _pure._incomplete(as_buffer(data), n, v)
+        raise incomplete(as_buffer(data), n, v)
     packet = _decode_body(p, 0, body, end, v)
     if end != n:
         raise MalformedPacket(PACKET_NAMES[p[0] >> 4],
