@@ -16,14 +16,32 @@ import sys
 from collections.abc import Callable, Iterable
 from struct import Struct
 from struct import error as struct_error
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from . import _cold
 from ._constants import PACKET_NAMES, REASON_CODES, PacketType
 from ._errors import MalformedPacket, MQTTWireError, ProtocolError, rule
+from ._fields import (
+    ACK,
+    AUTH,
+    CONNACK,
+    CONNECT,
+    DISCONNECT,
+    NO_FIELDS,
+    PUBLISH,
+    SUBACK,
+    SUBSCRIBE,
+    SUBSCRIPTION,
+    UNSUBACK,
+    UNSUBSCRIBE,
+    WILL,
+    Fields,
+    fields_equal,
+    fields_repr,
+)
 from ._forwarding import encode_forwarded, forwarding_parts
 from ._framing import incomplete, read_header
-from ._properties import Properties, decode_properties, same_properties
+from ._properties import Properties, decode_properties
 from ._publish import ACK_FIRST_BYTE, encode_ack, encode_publish
 from ._topics import (
     Matches,
@@ -39,13 +57,11 @@ from ._wire import (
     check_version,
     connect_order_error,
     first_byte_error,
-    format_repr,
     length_mismatch,
     null_error,
     overrun,
     packet_id_zero_error,
     reason_code_error,
-    same_kind,
     too_large,
     topic_name_wildcard_error,
     utf8_error,
@@ -65,7 +81,24 @@ Packet = Union[
 ]
 
 
-class _PacketBase:
+class _Record:
+    """__eq__ and __repr__ of every packet class and of Will and Subscription, written
+    once: each class names its field list (``_fields``, from the shared ``_fields``
+    module, which both implementations use, so their reprs cannot differ)."""
+
+    __slots__ = ()
+    _fields: ClassVar[Fields] = NO_FIELDS
+
+    def __eq__(self, other: object) -> bool:
+        return fields_equal(self, other, self._fields)  # type: ignore[no-any-return]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable
+
+    def __repr__(self) -> str:
+        return fields_repr(self, type(self).__name__, self._fields)
+
+
+class _PacketBase(_Record):
     """encode_into() for every packet class; each class defines encode()."""
 
     __slots__ = ()
@@ -86,10 +119,11 @@ class _PacketBase:
 # Packet classes
 
 
-class Will:
+class Will(_Record):
     """The will message of a CONNECT (MQTT 5.0 §3.1.2.5, §3.1.3.2-3.1.3.4)."""
 
     __slots__ = ("topic", "payload", "qos", "retain", "properties")
+    _fields = WILL
 
     def __init__(
         self, topic: str, payload: bytes = b"", *, qos: int = 0, retain: bool = False,
@@ -101,19 +135,6 @@ class Will:
         self.retain = retain
         self.properties = properties
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.topic == o.topic and self.payload == o.payload and self.qos == o.qos
-                and self.retain == o.retain and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Will", (("topic", self.topic),), (
-            ("payload", self.payload, b""), ("qos", self.qos, 0),
-            ("retain", self.retain, False), ("properties", self.properties, None)))
 
 
 class Connect(_PacketBase):
@@ -123,6 +144,7 @@ class Connect(_PacketBase):
 
     __slots__ = ("client_id", "protocol_version", "clean_start", "keep_alive", "username",
                  "password", "will", "properties")
+    _fields = CONNECT
     packet_type = PacketType.CONNECT
 
     def __init__(
@@ -146,23 +168,6 @@ class Connect(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_connect(self)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.client_id == o.client_id and self.protocol_version == o.protocol_version
-                and self.clean_start == o.clean_start and self.keep_alive == o.keep_alive
-                and self.username == o.username and self.password == o.password
-                and self.will == o.will and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Connect", (("client_id", self.client_id),), (
-            ("protocol_version", self.protocol_version, 5), ("clean_start", self.clean_start, True),
-            ("keep_alive", self.keep_alive, 60), ("username", self.username, None),
-            ("password", self.password, None), ("will", self.will, None),
-            ("properties", self.properties, None)))
 
 
 class ConnAck(_PacketBase):
@@ -170,6 +175,7 @@ class ConnAck(_PacketBase):
     connect return code (0-5)."""
 
     __slots__ = ("session_present", "reason_code", "properties")
+    _fields = CONNACK
     packet_type = PacketType.CONNACK
 
     def __init__(
@@ -183,19 +189,6 @@ class ConnAck(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_connack(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.session_present == o.session_present and self.reason_code == o.reason_code
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("ConnAck", (), (
-            ("session_present", self.session_present, False),
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
 
 
 class Publish(_PacketBase):
@@ -203,6 +196,7 @@ class Publish(_PacketBase):
     ``qos`` > 0.  A v5 PUBLISH that uses a Topic Alias may have an empty ``topic``."""
 
     __slots__ = ("topic", "payload", "qos", "retain", "dup", "packet_id", "properties")
+    _fields = PUBLISH
     packet_type = PacketType.PUBLISH
 
     def __init__(
@@ -220,22 +214,6 @@ class Publish(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return encode_publish(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.topic == o.topic and self.payload == o.payload and self.qos == o.qos
-                and self.retain == o.retain and self.dup == o.dup
-                and self.packet_id == o.packet_id
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Publish", (("topic", self.topic),), (
-            ("payload", self.payload, b""), ("qos", self.qos, 0), ("retain", self.retain, False),
-            ("dup", self.dup, False), ("packet_id", self.packet_id, None),
-            ("properties", self.properties, None)))
 
 
 def _ack_encode(ptype: int) -> Callable[..., bytes]:
@@ -267,6 +245,7 @@ class _Ack(_PacketBase):
     reason code and properties (MQTT 5.0 §3.4-§3.7)."""
 
     __slots__ = ("packet_id", "reason_code", "properties")
+    _fields = ACK
     packet_type: PacketType
 
     def __init__(
@@ -276,18 +255,6 @@ class _Ack(_PacketBase):
         self.reason_code = reason_code
         self.properties = properties
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.reason_code == o.reason_code
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr(type(self).__name__, (("packet_id", self.packet_id),), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
 
 
 class PubAck(_Ack):
@@ -322,11 +289,12 @@ class PubComp(_Ack):
     encode = _ack_encode(PacketType.PUBCOMP)
 
 
-class Subscription:
+class Subscription(_Record):
     """One topic filter of a SUBSCRIBE with its options (MQTT 5.0 §3.8.3.1); before MQTT 5.0
     only ``qos`` exists."""
 
     __slots__ = ("topic_filter", "qos", "no_local", "retain_as_published", "retain_handling")
+    _fields = SUBSCRIPTION
 
     def __init__(
         self, topic_filter: str, *, qos: int = 0, no_local: bool = False,
@@ -338,28 +306,13 @@ class Subscription:
         self.retain_as_published = retain_as_published
         self.retain_handling = retain_handling
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return bool(self.topic_filter == o.topic_filter and self.qos == o.qos
-                and self.no_local == o.no_local
-                and self.retain_as_published == o.retain_as_published
-                and self.retain_handling == o.retain_handling)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Subscription", (("topic_filter", self.topic_filter),), (
-            ("qos", self.qos, 0), ("no_local", self.no_local, False),
-            ("retain_as_published", self.retain_as_published, False),
-            ("retain_handling", self.retain_handling, 0)))
 
 
 class Subscribe(_PacketBase):
     """SUBSCRIBE (MQTT 5.0 §3.8): a packet identifier and one or more Subscriptions."""
 
     __slots__ = ("packet_id", "subscriptions", "properties")
+    _fields = SUBSCRIBE
     packet_type = PacketType.SUBSCRIBE
 
     def __init__(
@@ -373,25 +326,13 @@ class Subscribe(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_subscribe(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.subscriptions == o.subscriptions
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Subscribe", (
-            ("packet_id", self.packet_id), ("subscriptions", self.subscriptions)),
-            (("properties", self.properties, None),))
 
 
 class SubAck(_PacketBase):
     """SUBACK (MQTT 5.0 §3.9): one reason code (before 5.0: return code) per topic filter."""
 
     __slots__ = ("packet_id", "reason_codes", "properties")
+    _fields = SUBACK
     packet_type = PacketType.SUBACK
 
     def __init__(
@@ -405,25 +346,13 @@ class SubAck(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_suback(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.reason_codes == o.reason_codes
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("SubAck", (
-            ("packet_id", self.packet_id), ("reason_codes", self.reason_codes)),
-            (("properties", self.properties, None),))
 
 
 class Unsubscribe(_PacketBase):
     """UNSUBSCRIBE (MQTT 5.0 §3.10): a packet identifier and one or more topic filters."""
 
     __slots__ = ("packet_id", "topic_filters", "properties")
+    _fields = UNSUBSCRIBE
     packet_type = PacketType.UNSUBSCRIBE
 
     def __init__(
@@ -437,25 +366,13 @@ class Unsubscribe(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_unsubscribe(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.topic_filters == o.topic_filters
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Unsubscribe", (
-            ("packet_id", self.packet_id), ("topic_filters", self.topic_filters)),
-            (("properties", self.properties, None),))
 
 
 class UnsubAck(_PacketBase):
     """UNSUBACK (MQTT 5.0 §3.11): reason codes exist only in MQTT 5.0."""
 
     __slots__ = ("packet_id", "reason_codes", "properties")
+    _fields = UNSUBACK
     packet_type = PacketType.UNSUBACK
 
     def __init__(
@@ -469,18 +386,6 @@ class UnsubAck(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_unsuback(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.reason_codes == o.reason_codes
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("UnsubAck", (("packet_id", self.packet_id),), (
-            ("reason_codes", self.reason_codes, []), ("properties", self.properties, None)))
 
 
 class PingReq(_PacketBase):
@@ -493,13 +398,6 @@ class PingReq(_PacketBase):
         check_version(version)
         return b"\xc0\x00"
 
-    def __eq__(self, other: object) -> bool:
-        return True if same_kind(self, other) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return "PingReq()"
 
 
 class PingResp(_PacketBase):
@@ -512,19 +410,13 @@ class PingResp(_PacketBase):
         check_version(version)
         return b"\xd0\x00"
 
-    def __eq__(self, other: object) -> bool:
-        return True if same_kind(self, other) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return "PingResp()"
 
 
 class Disconnect(_PacketBase):
     """DISCONNECT (MQTT 5.0 §3.14); before MQTT 5.0 it carries nothing."""
 
     __slots__ = ("reason_code", "properties")
+    _fields = DISCONNECT
     packet_type = PacketType.DISCONNECT
 
     def __init__(self, *, reason_code: int = 0, properties: Properties | None = None) -> None:
@@ -534,23 +426,13 @@ class Disconnect(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_disconnect(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return self.reason_code == o.reason_code and same_properties(self.properties, o.properties)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Disconnect", (), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
 
 
 class Auth(_PacketBase):
     """AUTH (MQTT 5.0 §3.15), for extended authentication; MQTT 5.0 only."""
 
     __slots__ = ("reason_code", "properties")
+    _fields = AUTH
     packet_type = PacketType.AUTH
 
     def __init__(self, *, reason_code: int = 0, properties: Properties | None = None) -> None:
@@ -560,17 +442,6 @@ class Auth(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_auth(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return self.reason_code == o.reason_code and same_properties(self.properties, o.properties)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Auth", (), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
 
 
 _ACKS = {4: PubAck, 5: PubRec, 6: PubRel, 7: PubComp}

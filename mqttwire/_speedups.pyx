@@ -38,6 +38,23 @@ from ._constants import (
     PacketType,
 )
 from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
+from ._fields import (
+    ACK,
+    AUTH,
+    CONNACK,
+    CONNECT,
+    DISCONNECT,
+    NO_FIELDS,
+    PUBLISH,
+    SUBACK,
+    SUBSCRIBE,
+    SUBSCRIPTION,
+    UNSUBACK,
+    UNSUBSCRIBE,
+    WILL,
+    fields_equal,
+    fields_repr,
+)
 from ._ctopics import (
     Matches,
     TopicTree,
@@ -55,7 +72,6 @@ from ._properties import (
     PROPERTY_TABLE,
     Properties,
     decode_properties,
-    same_properties,
 )
 from ._publish import encode_ack, encode_publish
 from ._wire import (
@@ -64,14 +80,12 @@ from ._wire import (
     check_version,
     connect_order_error,
     first_byte_error,
-    format_repr,
     length_mismatch,
     null_error,
     overrun,
     packet_id_zero_error,
     reason_code_error,
     remaining_length_error,
-    same_kind,
     too_large,
     topic_name_wildcard_error,
     utf8_error,
@@ -228,17 +242,14 @@ cdef class Will:
         self.retain = retain
         self.properties = properties
 
+    # __eq__ and __repr__ from the class's field list (shared _fields module).  Written in
+    # each class: Cython allows a freelist only on a class without a base class, so these
+    # cannot come from a common base as in _pure.
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.topic == other.topic and self.payload == other.payload
-                and self.qos == other.qos and self.retain == other.retain
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, WILL)
 
     def __repr__(self):
-        return format_repr("Will", (("topic", self.topic),), (
-            ("payload", self.payload, b""), ("qos", self.qos, 0),
-            ("retain", self.retain, False), ("properties", self.properties, None)))
+        return fields_repr(self, "Will", WILL)
 
 
 @cython.final
@@ -270,21 +281,10 @@ cdef class Connect(_PacketBase):
         return _encode_connect(self)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.client_id == other.client_id
-                and self.protocol_version == other.protocol_version
-                and self.clean_start == other.clean_start
-                and self.keep_alive == other.keep_alive and self.username == other.username
-                and self.password == other.password and self.will == other.will
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, CONNECT)
 
     def __repr__(self):
-        return format_repr("Connect", (("client_id", self.client_id),), (
-            ("protocol_version", self.protocol_version, 5),
-            ("clean_start", self.clean_start, True), ("keep_alive", self.keep_alive, 60),
-            ("username", self.username, None), ("password", self.password, None),
-            ("will", self.will, None), ("properties", self.properties, None)))
+        return fields_repr(self, "Connect", CONNECT)
 
 
 @cython.final
@@ -304,16 +304,10 @@ cdef class ConnAck(_PacketBase):
         return _cold.encode_connack(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.session_present == other.session_present
-                and self.reason_code == other.reason_code
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, CONNACK)
 
     def __repr__(self):
-        return format_repr("ConnAck", (), (
-            ("session_present", self.session_present, False),
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+        return fields_repr(self, "ConnAck", CONNACK)
 
 
 # no_gc: a Publish holds strings, bytes, ints and a Properties, which cannot lead back to
@@ -349,18 +343,10 @@ cdef class Publish:
         return len(data)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.topic == other.topic and self.payload == other.payload
-                and self.qos == other.qos and self.retain == other.retain
-                and self.dup == other.dup and self.packet_id == other.packet_id
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, PUBLISH)
 
     def __repr__(self):
-        return format_repr("Publish", (("topic", self.topic),), (
-            ("payload", self.payload, b""), ("qos", self.qos, 0),
-            ("retain", self.retain, False), ("dup", self.dup, False),
-            ("packet_id", self.packet_id, None), ("properties", self.properties, None)))
+        return fields_repr(self, "Publish", PUBLISH)
 
 
 @cython.no_gc  # as Publish: ints and a Properties only
@@ -386,14 +372,10 @@ cdef class _Ack:
         return len(data)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id and self.reason_code == other.reason_code
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, ACK)
 
     def __repr__(self):
-        return format_repr(type(self).__name__, (("packet_id", self.packet_id),), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+        return fields_repr(self, type(self).__name__, ACK)
 
 
 @cython.final
@@ -442,18 +424,10 @@ cdef class Subscription:
         self.retain_handling = retain_handling
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.topic_filter == other.topic_filter and self.qos == other.qos
-                and self.no_local == other.no_local
-                and self.retain_as_published == other.retain_as_published
-                and self.retain_handling == other.retain_handling)
+        return fields_equal(self, other, SUBSCRIPTION)
 
     def __repr__(self):
-        return format_repr("Subscription", (("topic_filter", self.topic_filter),), (
-            ("qos", self.qos, 0), ("no_local", self.no_local, False),
-            ("retain_as_published", self.retain_as_published, False),
-            ("retain_handling", self.retain_handling, 0)))
+        return fields_repr(self, "Subscription", SUBSCRIPTION)
 
 
 @cython.final
@@ -472,16 +446,10 @@ cdef class Subscribe(_PacketBase):
         return _encode_subscribe(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id
-                and self.subscriptions == other.subscriptions
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, SUBSCRIBE)
 
     def __repr__(self):
-        return format_repr("Subscribe", (
-            ("packet_id", self.packet_id), ("subscriptions", self.subscriptions)),
-            (("properties", self.properties, None),))
+        return fields_repr(self, "Subscribe", SUBSCRIBE)
 
 
 @cython.final
@@ -500,15 +468,10 @@ cdef class SubAck(_PacketBase):
         return _cold.encode_suback(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id and self.reason_codes == other.reason_codes
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, SUBACK)
 
     def __repr__(self):
-        return format_repr("SubAck", (
-            ("packet_id", self.packet_id), ("reason_codes", self.reason_codes)),
-            (("properties", self.properties, None),))
+        return fields_repr(self, "SubAck", SUBACK)
 
 
 @cython.final
@@ -527,16 +490,10 @@ cdef class Unsubscribe(_PacketBase):
         return _cold.encode_unsubscribe(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id
-                and self.topic_filters == other.topic_filters
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, UNSUBSCRIBE)
 
     def __repr__(self):
-        return format_repr("Unsubscribe", (
-            ("packet_id", self.packet_id), ("topic_filters", self.topic_filters)),
-            (("properties", self.properties, None),))
+        return fields_repr(self, "Unsubscribe", UNSUBSCRIBE)
 
 
 @cython.final
@@ -555,14 +512,10 @@ cdef class UnsubAck(_PacketBase):
         return _cold.encode_unsuback(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id and self.reason_codes == other.reason_codes
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, UNSUBACK)
 
     def __repr__(self):
-        return format_repr("UnsubAck", (("packet_id", self.packet_id),), (
-            ("reason_codes", self.reason_codes, []), ("properties", self.properties, None)))
+        return fields_repr(self, "UnsubAck", UNSUBACK)
 
 
 @cython.final
@@ -576,10 +529,10 @@ cdef class PingReq(_PacketBase):
         return b"\xc0\x00"
 
     def __eq__(self, other):
-        return True if same_kind(self, other) else NotImplemented
+        return fields_equal(self, other, NO_FIELDS)
 
     def __repr__(self):
-        return "PingReq()"
+        return fields_repr(self, "PingReq", NO_FIELDS)
 
 
 @cython.final
@@ -593,10 +546,10 @@ cdef class PingResp(_PacketBase):
         return b"\xd0\x00"
 
     def __eq__(self, other):
-        return True if same_kind(self, other) else NotImplemented
+        return fields_equal(self, other, NO_FIELDS)
 
     def __repr__(self):
-        return "PingResp()"
+        return fields_repr(self, "PingResp", NO_FIELDS)
 
 
 @cython.final
@@ -614,14 +567,10 @@ cdef class Disconnect(_PacketBase):
         return _cold.encode_disconnect(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.reason_code == other.reason_code
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, DISCONNECT)
 
     def __repr__(self):
-        return format_repr("Disconnect", (), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+        return fields_repr(self, "Disconnect", DISCONNECT)
 
 
 @cython.final
@@ -639,14 +588,10 @@ cdef class Auth(_PacketBase):
         return _cold.encode_auth(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.reason_code == other.reason_code
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, AUTH)
 
     def __repr__(self):
-        return format_repr("Auth", (), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+        return fields_repr(self, "Auth", AUTH)
 
 
 # The classes the shared cold decoders build packets with.

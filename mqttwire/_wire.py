@@ -347,21 +347,6 @@ def short_repr(value: object) -> str:
     return repr(value)
 
 
-def format_repr(
-    name: str, required: tuple[tuple[str, object], ...],
-    optional: tuple[tuple[str, object, object], ...],
-) -> str:
-    """``Name(required..., optional=value...)``: optional fields only when they differ
-    from their default.  Both implementations use it, so their reprs are identical.
-    ``required`` holds (field, value); ``optional`` holds (field, value, default)."""
-    parts = [f"{field}={short_repr(value)}" for field, value in required]
-    parts += [
-        f"{field}={short_repr(value)}" for field, value, default in optional
-        if not (value == default and type(value) is type(default))
-    ]
-    return f"{name}({', '.join(parts)})"
-
-
 def same_kind(a: object, b: object) -> bool:
     """Packets of the two implementations compare equal when their fields do, so a Cython
     decode can be compared with a Python one directly."""

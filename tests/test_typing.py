@@ -24,6 +24,7 @@ TYPED = [
     "mqttwire/_errors.py", "mqttwire/_topics.py", "mqttwire/_speedups.pyi",
     "mqttwire/_ctopics.pyi", "mqttwire/capture", "mqttwire/_publish.py",
     "mqttwire/_forwarding.py", "mqttwire/_framing.py", "mqttwire/_topic_rules.py",
+    "mqttwire/_fields.py",
 ]
 
 
