@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import pathlib
+import subprocess
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -330,3 +333,18 @@ def test_prepared_publish_hand_over_gives_the_same_outcome(
         for m in both_codecs
     ]
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize(("twin", "other"), [
+    ("mqttwire._speedups", "mqttwire._pure"),
+    ("mqttwire._ctopics", "mqttwire._topics"),
+])
+def test_the_cython_twin_does_not_import_the_python_one(twin: str, other: str) -> None:
+    # The contract between the twins is the shared modules' public names, not each
+    # other's privates: importing the extension alone must not load its Python twin.
+    code = f"import sys, {twin}; print({other!r} in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if k != "MQTTWIRE_PURE_PYTHON"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    assert out.stdout.strip() == "False", out.stderr
