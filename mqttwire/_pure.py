@@ -7,7 +7,11 @@ This module is the typed reference; its docstrings are the documentation of both
 
 The hot path (fixed header, Remaining Length, PUBLISH, the four acknowledgements, the stream
 framing loop) lives here and, in C, in ``_speedups.pyx``.  The other packet types are
-decoded and encoded by the shared ``_cold`` module.
+decoded and encoded by the shared ``_cold`` module.  This module and ``_speedups`` do not
+import each other: the code both run is in shared modules (``_publish``: the PUBLISH and
+acknowledgement encoders; ``_forwarding``: PreparedPublish's; ``_framing``: the fixed
+header; ``_fields``: equality and repr), which ``_speedups`` hands what its C code does not
+vouch for, so that both raise the same errors.
 """
 
 from __future__ import annotations

@@ -38,6 +38,12 @@ __all__ = [
     "validate_topic_name",
 ]
 
+
+# ---------------------------------------------------------------------------------------
+# Validation: the public forms, over _topic_rules' check functions, which word every error
+# (the C twin scans in C first and calls them only for what it cannot vouch for).
+
+
 def _require_str(value: object, field: str) -> None:
     if not isinstance(value, str):
         raise TypeError(f"{field} must be str, not {type(value).__name__}")
@@ -153,7 +159,7 @@ def topic_matches(filter: str, name: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------
-# The subscription tree
+# The subscription tree (Matches, its result, and qos_of, its value check: _topic_rules)
 
 
 class _Node:
