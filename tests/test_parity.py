@@ -348,3 +348,12 @@ def test_the_cython_twin_does_not_import_the_python_one(twin: str, other: str) -
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("name", PACKET_CLASSES + PARTS)
+def test_field_list_names_every_field(name: str) -> None:
+    # __eq__ and __repr__ of both implementations come from the class's field list
+    # (mqttwire._fields): a field missing from it would be neither compared nor shown.
+    cls = getattr(_pure, name)
+    slots = {s for klass in cls.__mro__ for s in getattr(klass, "__slots__", ())}
+    assert {field for field, _ in cls._fields} == slots
