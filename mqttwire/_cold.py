@@ -23,6 +23,7 @@ from ._wire import (
     Buffer,
     check_packet_id,
     check_remaining_length,
+    check_version,
     encode_binary,
     encode_utf8,
     encode_varint,
@@ -67,12 +68,6 @@ def check_will_topic(topic: str, start: int | None, name: str, version: int) -> 
         raise err
 
 
-def _check_version(version: object, name: str) -> int:
-    if version not in (3, 4, 5):
-        raise ValueError(f"{name}: protocol version must be 3, 4 or 5, not {version!r}")
-    return version
-
-
 def _no_properties(pkt: Any, name: str, version: int) -> None:
     if pkt.properties:
         raise ProtocolError(name, f"properties exist only in MQTT 5.0, not at level {version}")
@@ -100,7 +95,7 @@ def _read_head(
 
 def _write_head(pkt: Any, ptype: int, name: str, version: int) -> bytearray:
     """The encoding side of :func:`_read_head`."""
-    _check_version(version, name)
+    check_version(version)
     head = bytearray(check_packet_id(pkt.packet_id, name, version).to_bytes(2, "big"))
     if version == 5:
         head += encode_properties(pkt.properties, ptype, name)
@@ -194,7 +189,7 @@ def decode_connect(data: Buffer, pos: int, end: int, b0: int, version: int, ns: 
 
 def encode_connect(pkt: Any) -> bytes:
     name = "CONNECT"
-    version = _check_version(pkt.protocol_version, name)
+    version = check_version(pkt.protocol_version)
     if not 0 <= pkt.keep_alive <= 0xFFFF:
         raise ValueError(f"{name}: keep_alive {pkt.keep_alive} is not in 0..65535")
     body = bytearray(encode_utf8(PROTOCOL_NAMES[version], name, "protocol name", version))
@@ -283,7 +278,7 @@ def decode_connack(data: Buffer, pos: int, end: int, b0: int, version: int, ns: 
 
 def encode_connack(pkt: Any, version: int) -> bytes:
     name = "CONNACK"
-    _check_version(version, name)
+    check_version(version)
     code = pkt.reason_code
     allowed = REASON_CODES[P.CONNACK] if version == 5 else V3_CONNACK_CODES
     if code not in allowed:
@@ -577,7 +572,7 @@ def decode_auth(data: Buffer, pos: int, end: int, b0: int, version: int, ns: Any
 
 def encode_disconnect(pkt: Any, version: int) -> bytes:
     name = "DISCONNECT"
-    _check_version(version, name)
+    check_version(version)
     if version < 5:
         _no_properties(pkt, name, version)
         if pkt.reason_code:

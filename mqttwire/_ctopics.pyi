@@ -1,6 +1,6 @@
 # The Cython topic module has exactly the API of mqttwire._topics (tests/test_topics.py and
 # tests/test_topic_tree.py run every test on both), so its stub is that module's types.
-from ._topics import Matches as Matches
+from ._topic_rules import Matches as Matches
 from ._topics import TopicTree as TopicTree
 from ._topics import parse_shared as parse_shared
 from ._topics import topic_matches as topic_matches

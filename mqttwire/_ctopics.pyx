@@ -1,11 +1,13 @@
 # cython: language_level=3, freethreading_compatible=True
 """C twin of ``_topics``: topic validation and matching, and the subscription tree.
 
-``_topics.py`` is the reference; everything here behaves the same, and the tests run both.
+Everything here behaves as ``_topics.py`` does, and the tests run both.  It does not
+import ``_topics``: what the twins share (the check functions that word every error, the
+Shared Subscription form, the TopicTree value check, ``Matches``) is in ``_topic_rules``.
 
 - Validation is a C scan over the code points of the ``str`` (``PyUnicode_READ``, no
   copy) that recognises what is certainly valid.  Anything else goes to
-  ``_topics.check_topic_*``, which accepts it or raises: so the twins accept the same
+  ``_topic_rules.check_topic_*``, which accepts it or raises: so the twins accept the same
   strings and raise the same errors by construction, and error paths stay cold.
 - ``topic_matches`` compares the levels in C, code point by code point.
 - ``TopicTree`` has the same structure and algorithms as ``_topics.TopicTree`` with typed
@@ -19,9 +21,11 @@ The scans need an exact ``str``: a ``str`` subclass is first copied to a plain o
 cimport cython
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 
-from . import _topics
 from ._errors import ProtocolError
-from ._topics import Matches
+from ._topic_rules import (
+    SHARE, Matches, check_topic_filter, check_topic_name, qos_of, split_shared
+)
+from ._wire import check_version
 
 __all__ = [
     "validate_topic_name",
@@ -45,13 +49,12 @@ cdef enum:
     HASH = 0x23  # '#'
     DOLLAR = 0x24  # '$'
 
-# The reference's cold paths, called when something may be wrong.
-cdef object _check_topic_name = _topics.check_topic_name
-cdef object _check_topic_filter = _topics.check_topic_filter
-cdef object _split_shared = _topics._split_shared
-cdef object _require_version = _topics._require_version
-cdef object _qos_of = _topics._qos_of
-cdef str _SHARE = _topics._SHARE
+# The shared rules' cold paths (_topic_rules), called when something may be wrong.
+cdef object _check_topic_name = check_topic_name
+cdef object _check_topic_filter = check_topic_filter
+cdef object _split_shared = split_shared
+cdef object _qos_of = qos_of
+cdef str _SHARE = SHARE
 
 
 # ---------------------------------------------------------------------------------------
@@ -114,7 +117,7 @@ cdef bint _filter_is_valid(str filter) noexcept:
 
 
 cdef inline bint _is_shared(str filter):
-    # matches _topics._is_shared: the first level is "$share"
+    # matches _topic_rules.is_shared: the first level is "$share"
     return filter.startswith("$share/") or filter == _SHARE
 
 
@@ -168,16 +171,33 @@ cdef inline str _exact_str(object value, str field):
 
 
 cdef inline int _check_version(object version) except -1:
+    # The usual values in C; anything else to _wire.check_version, the one check and
+    # message for a bad level in both twins and both codecs.
     if not (version == 3 or version == 4 or version == 5):
-        _require_version(version)  # raises
+        check_version(version)  # raises
     return 0
 
 
 # ---------------------------------------------------------------------------------------
-# Public functions (docstrings: _topics)
+# Public functions.  The docstrings are copies of _topics' (tests/test_topics.py,
+# test_api_parity, checks that they stay equal).
 
 
 def validate_topic_name(name, *, version=5):
+    """Check that ``name`` is a valid Topic Name, as the PUBLISH decoder would.
+
+    A Topic Name is 1 to 65,535 bytes of well-formed UTF-8 [MQTT-4.7.3-1] [MQTT-4.7.3-3]
+    without U+0000 [MQTT-4.7.3-2] and without the wildcards ``+`` and ``#``
+    [MQTT-3.3.2-2].  (An MQTT 5.0 PUBLISH may carry an empty Topic Name with a Topic
+    Alias; that is the packet's business: resolve the alias, then validate the name.)
+
+    Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: ``version`` is not 3, 4 or 5.
+        MalformedPacket: with packet type "PUBLISH", the rule the given protocol level
+            numbers, and ``offset`` the byte offset of the problem within the UTF-8 of
+            ``name``.
+    """
     cdef str text = _exact_str(name, "topic name")
     _check_version(version)
     if not _name_is_valid(text):
@@ -185,6 +205,22 @@ def validate_topic_name(name, *, version=5):
 
 
 def validate_topic_filter(filter, *, version=5):
+    """Check that ``filter`` is a valid Topic Filter, as the SUBSCRIBE decoder would.
+
+    The string rules of topic names apply (1 to 65,535 bytes of UTF-8, no U+0000);
+    ``+`` must be a whole level and ``#`` the whole last level (MQTT 3.1.1
+    [MQTT-4.7.1-2] [MQTT-4.7.1-3], MQTT 5.0 [MQTT-4.7.1-1] [MQTT-4.7.1-2]).  With
+    ``version=5`` a filter whose first level is ``$share`` must also be a well-formed
+    Shared Subscription (see :func:`parse_shared`); at levels 3 and 4 it is an ordinary
+    filter.
+
+    Raises:
+        TypeError: ``filter`` is not a str.
+        ValueError: ``version`` is not 3, 4 or 5.
+        MalformedPacket: with packet type "SUBSCRIBE" and ``offset`` the byte offset of the
+            problem within the UTF-8 of ``filter``.
+        ProtocolError: a malformed Shared Subscription (version 5 only), likewise.
+    """
     cdef str text = _exact_str(filter, "topic filter")
     _check_version(version)
     if not _filter_is_valid(text) or (version == 5 and _is_shared(text)):
@@ -192,6 +228,18 @@ def validate_topic_filter(filter, *, version=5):
 
 
 def parse_shared(filter):
+    """Split a Shared Subscription's filter ``$share/{ShareName}/{filter}``.
+
+    Returns ``(share_name, inner_filter)``, or None when the first level of ``filter`` is
+    not ``$share`` (an ordinary filter).  Only the shared form is checked here; the inner
+    filter's own rules are :func:`validate_topic_filter`'s.
+
+    Raises:
+        TypeError: ``filter`` is not a str.
+        ProtocolError: the ShareName is missing or empty [MQTT-4.8.2-1], holds ``+`` or
+            ``#``, or is not followed by ``/`` and a non-empty filter [MQTT-4.8.2-2];
+            packet type "SUBSCRIBE", ``offset`` in bytes within ``filter``.
+    """
     cdef str text = _exact_str(filter, "topic filter")
     if not _is_shared(text):
         return None
@@ -199,6 +247,23 @@ def parse_shared(filter):
 
 
 def topic_matches(filter, name):
+    """Whether the Topic Filter ``filter`` matches the Topic Name ``name``.
+
+    ``+`` matches exactly one level (an empty one too: ``a/+`` matches ``a/``), ``#``
+    matches its parent level and any number of levels below (``a/#`` matches ``a``,
+    ``a/b`` and ``a/b/c``).  A filter starting with ``+`` or ``#`` does not match a name
+    starting with ``$`` [MQTT-4.7.2-1].  A Shared Subscription ``$share/{ShareName}/{f}``
+    matches what its inner filter ``f`` matches; a malformed one (see
+    :func:`parse_shared`) matches nothing.
+
+    Neither argument is validated (call :func:`validate_topic_filter` and
+    :func:`validate_topic_name` for that); for any strings the result is the level by
+    level comparison above, where only whole ``+`` and ``#`` levels are wildcards and a
+    ``#`` level matches everything from its position on.
+
+    Raises:
+        TypeError: an argument is not a str.
+    """
     cdef str text = _exact_str(filter, "topic filter")
     cdef str topic = _exact_str(name, "topic name")
     if _is_shared(text):
@@ -207,12 +272,6 @@ def topic_matches(filter, name):
         except ProtocolError:
             return False
     return _matches(text, topic)
-
-
-validate_topic_name.__doc__ = _topics.validate_topic_name.__doc__
-validate_topic_filter.__doc__ = _topics.validate_topic_filter.__doc__
-parse_shared.__doc__ = _topics.parse_shared.__doc__
-topic_matches.__doc__ = _topics.topic_matches.__doc__
 
 
 # ---------------------------------------------------------------------------------------

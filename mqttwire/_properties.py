@@ -27,7 +27,12 @@ from ._wire import (
     read_varint,
 )
 
-__all__ = ["Properties", "WILL", "decode_properties", "encode_properties", "PROPERTY_NAMES"]
+# The tables are public: _speedups builds its C arrays from them, so they are part of the
+# contract between the twins.
+__all__ = [
+    "BOOLEAN_PROPERTIES", "NONZERO_PROPERTIES", "PROPERTY_NAMES", "PROPERTY_TABLE", "WILL",
+    "Properties", "decode_properties", "encode_properties", "same_properties",
+]
 
 #: Pseudo packet type for the Will Properties of CONNECT (MQTT 5.0 §3.1.3.2).
 WILL = 16
@@ -42,7 +47,7 @@ _ALL = frozenset(
 _MESSAGE = frozenset((P.PUBLISH, WILL))
 
 #: identifier -> (attribute name, value type, packet types that may carry it)
-_TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
+PROPERTY_TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
     0x01: ("payload_format_indicator", BYTE, _MESSAGE),
     0x02: ("message_expiry_interval", U32, _MESSAGE),
     0x03: ("content_type", UTF8, _MESSAGE),
@@ -75,16 +80,16 @@ _TABLE: dict[int, tuple[str, int, frozenset[int]]] = {
 }
 
 #: attribute name -> identifier, in identifier order (the order encoding writes them in).
-PROPERTY_NAMES: dict[str, int] = {name: pid for pid, (name, _, _) in _TABLE.items()}
+PROPERTY_NAMES: dict[str, int] = {name: pid for pid, (name, _, _) in PROPERTY_TABLE.items()}
 
 
 # Byte properties whose only values are 0 and 1 (MQTT 5.0 §3.1.2.11.7, §3.1.2.11.6,
 # §3.2.2.3.4, §3.2.2.3.5, §3.2.2.3.11-13; §3.3.2.3.2 for the Payload Format Indicator).
-_BOOLEAN_BYTES = frozenset((0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A))
+BOOLEAN_PROPERTIES = frozenset((0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A))
 # "It is a Protocol Error to include the X with a value of 0": Receive Maximum (§3.1.2.11.3),
 # Maximum Packet Size (§3.1.2.11.4), Topic Alias ([MQTT-3.3.2-8]), Subscription Identifier
 # (§3.3.2.3.8).
-_NONZERO = frozenset((0x21, 0x27, 0x23, 0x0B))
+NONZERO_PROPERTIES = frozenset((0x21, 0x27, 0x23, 0x0B))
 _MAX = {BYTE: 0xFF, U16: 0xFFFF, U32: 0xFFFF_FFFF, VARINT: 268_435_455}
 
 
@@ -99,9 +104,11 @@ def _title(name: str) -> str:
 
 # identifier -> (name, value type, allowed packet types, title), for the decoder's loop.
 _DECODE = {
-    pid: (name, kind, allowed, _title(name)) for pid, (name, kind, allowed) in _TABLE.items()
+    pid: (name, kind, allowed, _title(name))
+    for pid, (name, kind, allowed) in PROPERTY_TABLE.items()
 }
-_CHECKED = _BOOLEAN_BYTES | _NONZERO  # integer properties with a range narrower than their type
+# Integer properties with a range narrower than their type.
+_CHECKED = BOOLEAN_PROPERTIES | NONZERO_PROPERTIES
 
 # Identifier byte and big-endian value of the fixed-size integer types, in one call.
 _PACK = {BYTE: Struct(">BB").pack, U16: Struct(">BH").pack, U32: Struct(">BI").pack}
@@ -109,10 +116,10 @@ _PACK = {BYTE: Struct(">BB").pack, U16: Struct(">BH").pack, U32: Struct(">BI").p
 
 def _bounds(pid: int, kind: int) -> tuple[int, int]:
     """The values an integer property may take: its type's range, narrowed for the
-    properties of _BOOLEAN_BYTES (0 or 1) and _NONZERO (not 0)."""
-    if pid in _BOOLEAN_BYTES:
+    properties of BOOLEAN_PROPERTIES (0 or 1) and NONZERO_PROPERTIES (not 0)."""
+    if pid in BOOLEAN_PROPERTIES:
         return 0, 1
-    return (1 if pid in _NONZERO else 0), _MAX.get(kind, 0)
+    return (1 if pid in NONZERO_PROPERTIES else 0), _MAX.get(kind, 0)
 
 
 # identifier -> (value type, allowed packet types, title, smallest and largest valid
@@ -125,11 +132,11 @@ _ENCODE = {
 
 def _value_problem(pid: int, value: int) -> tuple[str, str] | None:
     """(what, rule key) when an integer property value is out of its range."""
-    if pid in _BOOLEAN_BYTES and value > 1:
-        return f"{_title(_TABLE[pid][0])} is {value}, not 0 or 1", "property_value"
-    if value == 0 and pid in _NONZERO:
+    if pid in BOOLEAN_PROPERTIES and value > 1:
+        return f"{_title(PROPERTY_TABLE[pid][0])} is {value}, not 0 or 1", "property_value"
+    if value == 0 and pid in NONZERO_PROPERTIES:
         key = "topic_alias_zero" if pid == 0x23 else "property_value"
-        return f"{_title(_TABLE[pid][0])} is 0", key
+        return f"{_title(PROPERTY_TABLE[pid][0])} is 0", key
     return None
 
 
@@ -328,7 +335,7 @@ def decode_properties(
 def _duplicate(pname: str, pid: int, pos: int, version: int) -> ProtocolError:
     return ProtocolError(
         pname,
-        f"property 0x{pid:02X} ({_title(_TABLE[pid][0])}) appears more than once",
+        f"property 0x{pid:02X} ({_title(PROPERTY_TABLE[pid][0])}) appears more than once",
         offset=pos,
         rule=rule("property_duplicate", version),
     )

@@ -7,7 +7,11 @@ This module is the typed reference; its docstrings are the documentation of both
 
 The hot path (fixed header, Remaining Length, PUBLISH, the four acknowledgements, the stream
 framing loop) lives here and, in C, in ``_speedups.pyx``.  The other packet types are
-decoded and encoded by the shared ``_cold`` module.
+decoded and encoded by the shared ``_cold`` module.  This module and ``_speedups`` do not
+import each other: the code both run is in shared modules (``_publish``: the PUBLISH and
+acknowledgement encoders; ``_forwarding``: PreparedPublish's; ``_framing``: the fixed
+header; ``_fields``: equality and repr), which ``_speedups`` hands what its C code does not
+vouch for, so that both raise the same errors.
 """
 
 from __future__ import annotations
@@ -16,12 +20,33 @@ import sys
 from collections.abc import Callable, Iterable
 from struct import Struct
 from struct import error as struct_error
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from . import _cold
-from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REASON_CODES, PacketType
-from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
-from ._properties import Properties, decode_properties, encode_properties, same_properties
+from ._constants import PACKET_NAMES, REASON_CODES, PacketType
+from ._errors import MalformedPacket, MQTTWireError, ProtocolError, rule
+from ._fields import (
+    ACK,
+    AUTH,
+    CONNACK,
+    CONNECT,
+    DISCONNECT,
+    NO_FIELDS,
+    PUBLISH,
+    SUBACK,
+    SUBSCRIBE,
+    SUBSCRIPTION,
+    UNSUBACK,
+    UNSUBSCRIBE,
+    WILL,
+    Fields,
+    fields_equal,
+    fields_repr,
+)
+from ._forwarding import encode_forwarded, forwarding_parts
+from ._framing import incomplete, read_header
+from ._properties import Properties, decode_properties
+from ._publish import ACK_FIRST_BYTE, encode_ack, encode_publish
 from ._topics import (
     Matches,
     TopicTree,
@@ -33,22 +58,14 @@ from ._topics import (
 from ._wire import (
     Buffer,
     as_buffer,
-    check_packet_id,
-    check_subscription_identifiers,
+    check_version,
     connect_order_error,
-    encode_utf8,
-    encode_varint,
     first_byte_error,
-    format_repr,
-    forwarding_parts,
     length_mismatch,
     null_error,
     overrun,
-    pack_u16,
     packet_id_zero_error,
     reason_code_error,
-    remaining_length_error,
-    same_kind,
     too_large,
     topic_name_wildcard_error,
     utf8_error,
@@ -68,13 +85,24 @@ Packet = Union[
 ]
 
 
-def _check_version(version: object) -> int:
-    if version != 5 and version != 4 and version != 3:
-        raise ValueError(f"protocol version must be 3, 4 or 5, not {version!r}")
-    return version
+class _Record:
+    """__eq__ and __repr__ of every packet class and of Will and Subscription, written
+    once: each class names its field list (``_fields``, from the shared ``_fields``
+    module, which both implementations use, so their reprs cannot differ)."""
+
+    __slots__ = ()
+    _fields: ClassVar[Fields] = NO_FIELDS
+
+    def __eq__(self, other: object) -> bool:
+        return fields_equal(self, other, self._fields)  # type: ignore[no-any-return]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable
+
+    def __repr__(self) -> str:
+        return fields_repr(self, type(self).__name__, self._fields)
 
 
-class _PacketBase:
+class _PacketBase(_Record):
     """encode_into() for every packet class; each class defines encode()."""
 
     __slots__ = ()
@@ -95,10 +123,11 @@ class _PacketBase:
 # Packet classes
 
 
-class Will:
+class Will(_Record):
     """The will message of a CONNECT (MQTT 5.0 §3.1.2.5, §3.1.3.2-3.1.3.4)."""
 
     __slots__ = ("topic", "payload", "qos", "retain", "properties")
+    _fields = WILL
 
     def __init__(
         self, topic: str, payload: bytes = b"", *, qos: int = 0, retain: bool = False,
@@ -110,19 +139,6 @@ class Will:
         self.retain = retain
         self.properties = properties
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.topic == o.topic and self.payload == o.payload and self.qos == o.qos
-                and self.retain == o.retain and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Will", (("topic", self.topic),), (
-            ("payload", self.payload, b""), ("qos", self.qos, 0),
-            ("retain", self.retain, False), ("properties", self.properties, None)))
 
 
 class Connect(_PacketBase):
@@ -132,6 +148,7 @@ class Connect(_PacketBase):
 
     __slots__ = ("client_id", "protocol_version", "clean_start", "keep_alive", "username",
                  "password", "will", "properties")
+    _fields = CONNECT
     packet_type = PacketType.CONNECT
 
     def __init__(
@@ -155,23 +172,6 @@ class Connect(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_connect(self)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.client_id == o.client_id and self.protocol_version == o.protocol_version
-                and self.clean_start == o.clean_start and self.keep_alive == o.keep_alive
-                and self.username == o.username and self.password == o.password
-                and self.will == o.will and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Connect", (("client_id", self.client_id),), (
-            ("protocol_version", self.protocol_version, 5), ("clean_start", self.clean_start, True),
-            ("keep_alive", self.keep_alive, 60), ("username", self.username, None),
-            ("password", self.password, None), ("will", self.will, None),
-            ("properties", self.properties, None)))
 
 
 class ConnAck(_PacketBase):
@@ -179,6 +179,7 @@ class ConnAck(_PacketBase):
     connect return code (0-5)."""
 
     __slots__ = ("session_present", "reason_code", "properties")
+    _fields = CONNACK
     packet_type = PacketType.CONNACK
 
     def __init__(
@@ -192,19 +193,6 @@ class ConnAck(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_connack(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.session_present == o.session_present and self.reason_code == o.reason_code
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("ConnAck", (), (
-            ("session_present", self.session_present, False),
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
 
 
 class Publish(_PacketBase):
@@ -212,6 +200,7 @@ class Publish(_PacketBase):
     ``qos`` > 0.  A v5 PUBLISH that uses a Topic Alias may have an empty ``topic``."""
 
     __slots__ = ("topic", "payload", "qos", "retain", "dup", "packet_id", "properties")
+    _fields = PUBLISH
     packet_type = PacketType.PUBLISH
 
     def __init__(
@@ -227,42 +216,22 @@ class Publish(_PacketBase):
         self.properties = properties
 
     def encode(self, version: int = 5) -> bytes:
-        return _encode_publish(self, version)
+        return encode_publish(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.topic == o.topic and self.payload == o.payload and self.qos == o.qos
-                and self.retain == o.retain and self.dup == o.dup
-                and self.packet_id == o.packet_id
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Publish", (("topic", self.topic),), (
-            ("payload", self.payload, b""), ("qos", self.qos, 0), ("retain", self.retain, False),
-            ("dup", self.dup, False), ("packet_id", self.packet_id, None),
-            ("properties", self.properties, None)))
-
-
-# The first byte (type and flags, MQTT 5.0 §2.1.2) of each acknowledgement.
-_ACK_FIRST_BYTE = {4: 0x40, 5: 0x50, 6: 0x62, 7: 0x70}
 
 
 def _ack_encode(ptype: int) -> Callable[..., bytes]:
     """The encode() method of the acknowledgement class of type ``ptype``: each class
     gets its own, so that its first byte is a closure variable rather than a class
     attribute looked up on every call (issue 5: this is a 250 ns operation)."""
-    head = _ACK_FIRST_BYTE[ptype] << 8 | 2  # first byte, Remaining Length 2
+    head = ACK_FIRST_BYTE[ptype] << 8 | 2  # first byte, Remaining Length 2
 
     def encode(self: _Ack, version: int = 5) -> bytes:
         # The usual acknowledgement, Success without properties, is the same 4 bytes at
         # every level (MQTT 5.0 §3.4.2.1: the reason code 0x00 is left out when there are
         # no properties): written in one step for a non-zero int packet identifier
         # [MQTT-2.2.1-3]; struct refuses one above 65,535 or below 0.  Anything else goes
-        # to _encode_ack, which checks every field and words the errors.
+        # to _publish.encode_ack, which checks every field and words the errors.
         pid = self.packet_id
         if (type(pid) is int and pid and self.reason_code == 0 and self.properties is None
                 and (version == 4 or version == 5 or version == 3)):
@@ -270,7 +239,7 @@ def _ack_encode(ptype: int) -> Callable[..., bytes]:
                 return _pack_ack(head, pid)
             except struct_error:
                 pass
-        return _encode_ack(self, version)
+        return encode_ack(self, version)
 
     return encode
 
@@ -280,6 +249,7 @@ class _Ack(_PacketBase):
     reason code and properties (MQTT 5.0 §3.4-§3.7)."""
 
     __slots__ = ("packet_id", "reason_code", "properties")
+    _fields = ACK
     packet_type: PacketType
 
     def __init__(
@@ -289,18 +259,6 @@ class _Ack(_PacketBase):
         self.reason_code = reason_code
         self.properties = properties
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.reason_code == o.reason_code
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr(type(self).__name__, (("packet_id", self.packet_id),), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
 
 
 class PubAck(_Ack):
@@ -335,11 +293,12 @@ class PubComp(_Ack):
     encode = _ack_encode(PacketType.PUBCOMP)
 
 
-class Subscription:
+class Subscription(_Record):
     """One topic filter of a SUBSCRIBE with its options (MQTT 5.0 §3.8.3.1); before MQTT 5.0
     only ``qos`` exists."""
 
     __slots__ = ("topic_filter", "qos", "no_local", "retain_as_published", "retain_handling")
+    _fields = SUBSCRIPTION
 
     def __init__(
         self, topic_filter: str, *, qos: int = 0, no_local: bool = False,
@@ -351,28 +310,13 @@ class Subscription:
         self.retain_as_published = retain_as_published
         self.retain_handling = retain_handling
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return bool(self.topic_filter == o.topic_filter and self.qos == o.qos
-                and self.no_local == o.no_local
-                and self.retain_as_published == o.retain_as_published
-                and self.retain_handling == o.retain_handling)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Subscription", (("topic_filter", self.topic_filter),), (
-            ("qos", self.qos, 0), ("no_local", self.no_local, False),
-            ("retain_as_published", self.retain_as_published, False),
-            ("retain_handling", self.retain_handling, 0)))
 
 
 class Subscribe(_PacketBase):
     """SUBSCRIBE (MQTT 5.0 §3.8): a packet identifier and one or more Subscriptions."""
 
     __slots__ = ("packet_id", "subscriptions", "properties")
+    _fields = SUBSCRIBE
     packet_type = PacketType.SUBSCRIBE
 
     def __init__(
@@ -386,25 +330,13 @@ class Subscribe(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_subscribe(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.subscriptions == o.subscriptions
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Subscribe", (
-            ("packet_id", self.packet_id), ("subscriptions", self.subscriptions)),
-            (("properties", self.properties, None),))
 
 
 class SubAck(_PacketBase):
     """SUBACK (MQTT 5.0 §3.9): one reason code (before 5.0: return code) per topic filter."""
 
     __slots__ = ("packet_id", "reason_codes", "properties")
+    _fields = SUBACK
     packet_type = PacketType.SUBACK
 
     def __init__(
@@ -418,25 +350,13 @@ class SubAck(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_suback(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.reason_codes == o.reason_codes
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("SubAck", (
-            ("packet_id", self.packet_id), ("reason_codes", self.reason_codes)),
-            (("properties", self.properties, None),))
 
 
 class Unsubscribe(_PacketBase):
     """UNSUBSCRIBE (MQTT 5.0 §3.10): a packet identifier and one or more topic filters."""
 
     __slots__ = ("packet_id", "topic_filters", "properties")
+    _fields = UNSUBSCRIBE
     packet_type = PacketType.UNSUBSCRIBE
 
     def __init__(
@@ -450,25 +370,13 @@ class Unsubscribe(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_unsubscribe(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.topic_filters == o.topic_filters
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Unsubscribe", (
-            ("packet_id", self.packet_id), ("topic_filters", self.topic_filters)),
-            (("properties", self.properties, None),))
 
 
 class UnsubAck(_PacketBase):
     """UNSUBACK (MQTT 5.0 §3.11): reason codes exist only in MQTT 5.0."""
 
     __slots__ = ("packet_id", "reason_codes", "properties")
+    _fields = UNSUBACK
     packet_type = PacketType.UNSUBACK
 
     def __init__(
@@ -482,18 +390,6 @@ class UnsubAck(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_unsuback(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return (self.packet_id == o.packet_id and self.reason_codes == o.reason_codes
-                and same_properties(self.properties, o.properties))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("UnsubAck", (("packet_id", self.packet_id),), (
-            ("reason_codes", self.reason_codes, []), ("properties", self.properties, None)))
 
 
 class PingReq(_PacketBase):
@@ -503,16 +399,9 @@ class PingReq(_PacketBase):
     packet_type = PacketType.PINGREQ
 
     def encode(self, version: int = 5) -> bytes:
-        _check_version(version)
+        check_version(version)
         return b"\xc0\x00"
 
-    def __eq__(self, other: object) -> bool:
-        return True if same_kind(self, other) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return "PingReq()"
 
 
 class PingResp(_PacketBase):
@@ -522,22 +411,16 @@ class PingResp(_PacketBase):
     packet_type = PacketType.PINGRESP
 
     def encode(self, version: int = 5) -> bytes:
-        _check_version(version)
+        check_version(version)
         return b"\xd0\x00"
 
-    def __eq__(self, other: object) -> bool:
-        return True if same_kind(self, other) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return "PingResp()"
 
 
 class Disconnect(_PacketBase):
     """DISCONNECT (MQTT 5.0 §3.14); before MQTT 5.0 it carries nothing."""
 
     __slots__ = ("reason_code", "properties")
+    _fields = DISCONNECT
     packet_type = PacketType.DISCONNECT
 
     def __init__(self, *, reason_code: int = 0, properties: Properties | None = None) -> None:
@@ -547,23 +430,13 @@ class Disconnect(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_disconnect(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return self.reason_code == o.reason_code and same_properties(self.properties, o.properties)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Disconnect", (), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
 
 
 class Auth(_PacketBase):
     """AUTH (MQTT 5.0 §3.15), for extended authentication; MQTT 5.0 only."""
 
     __slots__ = ("reason_code", "properties")
+    _fields = AUTH
     packet_type = PacketType.AUTH
 
     def __init__(self, *, reason_code: int = 0, properties: Properties | None = None) -> None:
@@ -573,105 +446,10 @@ class Auth(_PacketBase):
     def encode(self, version: int = 5) -> bytes:
         return _cold.encode_auth(self, version)
 
-    def __eq__(self, other: object) -> bool:
-        if not same_kind(self, other):
-            return NotImplemented
-        o: Any = other
-        return self.reason_code == o.reason_code and same_properties(self.properties, o.properties)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return format_repr("Auth", (), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
 
 
 _ACKS = {4: PubAck, 5: PubRec, 6: PubRel, 7: PubComp}
 _pack_ack = Struct(">HH").pack  # first byte and Remaining Length, packet identifier
-
-# ---------------------------------------------------------------------------------------
-# Encoding the hot packets
-
-
-def _encode_publish(pkt: Publish, version: int) -> bytes:
-    _check_version(version)
-    name = "PUBLISH"
-    qos = pkt.qos
-    if qos != 0 and qos != 1 and qos != 2:
-        raise MalformedPacket(
-            name, f"QoS is {qos!r}, not 0, 1 or 2", rule=rule("qos_bits", version)
-        )
-    topic = pkt.topic
-    raw_topic = encode_utf8(topic, name, "topic name", version)
-    if "+" in topic or "#" in topic:
-        err = topic_name_wildcard_error(name, topic, 0, version)
-        err.offset = None
-        raise err
-    if not topic and (version < 5 or pkt.properties is None or pkt.properties.topic_alias is None):
-        if version < 5:
-            raise MalformedPacket(name, "topic name is empty", rule=rule("topic_length", version))
-        raise ProtocolError(
-            name,
-            "topic name is empty and there is no topic alias",
-            rule=rule("topic_alias_missing", version),
-        )
-    if pkt.dup and not qos:
-        raise MalformedPacket(name, "DUP set on a QoS 0 message", rule=rule("dup_qos0", version))
-    payload = pkt.payload
-    if type(payload) is not bytes:
-        if not isinstance(payload, (bytearray, memoryview)):
-            raise TypeError(f"{name}: payload must be bytes, not {type(payload).__name__}")
-        payload = bytes(payload)
-    packet_id = b""
-    if qos:
-        packet_id = pack_u16(check_packet_id(pkt.packet_id, name, version))
-    elif pkt.packet_id is not None:
-        raise ProtocolError(name, "a QoS 0 message has no packet identifier")
-    properties = b""
-    if version == 5:
-        properties = (
-            b"\x00" if pkt.properties is None
-            else encode_properties(pkt.properties, PacketType.PUBLISH, name)
-        )
-    elif pkt.properties:
-        raise ProtocolError(name, f"properties exist only in MQTT 5.0, not at level {version}")
-    length = len(raw_topic) + len(packet_id) + len(properties) + len(payload)
-    if length > MAX_REMAINING_LENGTH:
-        raise MalformedPacket(
-            name, f"packet too long to encode: Remaining Length {length} exceeds 268,435,455"
-        )
-    b0 = 0x30 | (0x08 if pkt.dup else 0) | (qos << 1) | (1 if pkt.retain else 0)
-    # One join: the payload is copied once, into the packet.
-    return b"".join((bytes((b0,)), encode_varint(length), raw_topic, packet_id, properties,
-                     payload))
-
-
-def _encode_ack(pkt: _Ack, version: int) -> bytes:
-    _check_version(version)
-    ptype = pkt.packet_type
-    name = PACKET_NAMES[ptype]
-    pid = pack_u16(check_packet_id(pkt.packet_id, name, version))
-    code = pkt.reason_code
-    first = _ACK_FIRST_BYTE[ptype]
-    if version < 5:
-        if code:
-            raise ProtocolError(
-                name, f"reason codes exist only in MQTT 5.0, not at level {version}"
-            )
-        if pkt.properties:
-            raise ProtocolError(name, f"properties exist only in MQTT 5.0, not at level {version}")
-        return bytes((first, 2)) + pid
-    if code not in REASON_CODES[ptype]:
-        raise MalformedPacket(
-            name, f"reason code {code!r} is not defined for {name}", rule=rule("reason_code", 5)
-        )
-    if pkt.properties:  # MQTT 5.0 §3.4.2.1: leave out what is not needed
-        props = encode_properties(pkt.properties, ptype, name)
-        return _cold.frame(first, pid + bytes((code,)) + props, name)
-    if code:
-        return bytes((first, 3)) + pid + bytes((code,))
-    return bytes((first, 2)) + pid
-
 
 class PreparedPublish:
     """A PUBLISH prepared for forwarding to many subscribers.
@@ -713,44 +491,9 @@ class PreparedPublish:
 
         ``message_expiry_interval``, when given, replaces the message's (the server sends
         the received value minus the time the message waited [MQTT-3.3.2-6])."""
-        _check_version(version)
-        name = "PUBLISH"
-        if qos != 0 and qos != 1 and qos != 2:
-            raise MalformedPacket(
-                name, f"QoS is {qos!r}, not 0, 1 or 2", rule=rule("qos_bits", version)
-            )
-        if dup and not qos:
-            raise MalformedPacket(
-                name, "DUP set on a QoS 0 message", rule=rule("dup_qos0", version)
-            )
-        parts = [self._topic]
-        if qos:
-            parts.append(pack_u16(check_packet_id(packet_id, name, version)))
-        elif packet_id is not None:
-            raise ProtocolError(name, "a QoS 0 message has no packet identifier")
-        if version == 5:
-            expiry = self._expiry if message_expiry_interval is None else message_expiry_interval
-            block = b""
-            if expiry is not None:
-                if not isinstance(expiry, int) or not 0 <= expiry <= 0xFFFF_FFFF:
-                    raise ProtocolError(
-                        name,
-                        f"message expiry interval {expiry!r} is not in 0..4294967295",
-                        rule=rule("property_value", 5),
-                    )
-                block = b"\x02" + expiry.to_bytes(4, "big")
-            block += self._props + check_subscription_identifiers(subscription_identifiers)
-            parts.append(encode_varint(len(block)))
-            parts.append(block)
-        parts.append(self._payload)
-        body = b"".join(parts)
-        length = len(body)
-        if length > MAX_REMAINING_LENGTH:
-            raise MalformedPacket(
-                name, f"packet too long to encode: Remaining Length {length} exceeds 268,435,455"
-            )
-        b0 = 0x30 | (0x08 if dup else 0) | (qos << 1) | (1 if retain else 0)
-        return bytes((b0,)) + encode_varint(length) + body
+        return encode_forwarded(
+            self._topic, self._expiry, self._props, self._payload, version, qos, packet_id,
+            retain, dup, subscription_identifiers, message_expiry_interval)
 
     def __repr__(self) -> str:
         return f"PreparedPublish({self.publish!r})"
@@ -767,10 +510,11 @@ def encode(packet: Packet, version: int = 5) -> bytes:
 # Speed (issue 5).  In CPython a Python-level call costs about as much as all the checks of
 # a small PUBLISH, so the hot path runs in as few frames as possible: decode() and the
 # StreamDecoder loop read the fixed header themselves when the Remaining Length takes one
-# or two bytes (every packet under 16 KiB; _header() is the general form, which they fall
-# back to for longer lengths and for every error), then call the body decoder straight from
-# the _DECODERS table.  The decoders build packets with object.__new__ and slot
-# assignment: they have validated every field, so __init__ has nothing to add.
+# or two bytes (every packet under 16 KiB; _framing.read_header() is the general form,
+# which they fall back to for longer lengths and for every error), then call the body
+# decoder straight from the _DECODERS table.  The decoders build packets with
+# object.__new__ and slot assignment: they have validated every field, so __init__ has
+# nothing to add.
 
 _NS = sys.modules[__name__]
 _new = object.__new__
@@ -895,37 +639,11 @@ _DECODERS: dict[int, tuple[Callable[[Buffer, int, int, int, int], Any] | None, .
 }
 
 
-def _header(data: Buffer, pos: int, n: int, version: int) -> tuple[int, int] | None:
-    """Parse the fixed header at ``pos``: (body start, packet end), or None when more
-    bytes are needed.  Raises as soon as the bytes present are wrong."""
-    b0 = data[pos]
-    if _DECODERS[version][b0] is None:
-        raise first_byte_error(b0, version, pos)  # type: ignore[misc]
-    i = pos + 1
-    length = 0
-    shift = 0
-    while True:
-        if i >= n:
-            return None
-        byte = data[i]
-        i += 1
-        length |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-        if shift == 28:  # a fifth byte is coming (MQTT 5.0 §1.5.5)
-            raise remaining_length_error(pos + 1, 5, version, PACKET_NAMES[b0 >> 4])
-    # A last byte of 0 after continuation bytes adds nothing: not the shortest form.
-    if byte == 0 and i - pos > 2:
-        raise remaining_length_error(pos + 1, i - pos - 1, version, PACKET_NAMES[b0 >> 4])
-    return i, i + length
-
-
 def decode_from(data: Any, offset: int = 0, *, version: int = 5) -> tuple[Packet, int] | None:
     """Decode the packet that starts at ``offset`` in ``data`` (bytes, bytearray or
     memoryview): (packet, offset just after it), or None when ``data`` ends before the
     packet does.  Bad bytes raise an MQTTWireError subclass, as soon as they are seen."""
-    _check_version(version)
+    check_version(version)
     if type(data) is not bytes:
         data = as_buffer(data)
     n = len(data)
@@ -933,7 +651,7 @@ def decode_from(data: Any, offset: int = 0, *, version: int = 5) -> tuple[Packet
         raise ValueError(f"offset {offset} is outside the data (0..{n})")
     if offset == n:
         return None
-    header = _header(data, offset, n, version)
+    header = read_header(data, offset, n, version)
     if header is None:
         return None
     body, end = header
@@ -948,16 +666,16 @@ def decode(data: Any, *, version: int = 5) -> Packet:
     try:  # one look-up both checks the level and finds its decoder table
         decoders = _DECODERS[version]
     except (KeyError, TypeError):
-        _check_version(version)  # raises
+        check_version(version)  # raises
         raise
     if type(data) is not bytes:
         data = as_buffer(data)
     n = len(data)
     if n < 2:
-        raise _incomplete(data, n, version)
+        raise incomplete(data, n, version)
     # The fixed header, inline for a one- or two-byte Remaining Length (the general form
-    # is _header()'s).  One byte is always the shortest form; a second byte of 0 would
-    # not be (MQTT 5.0 §1.5.5), so _header() gets it and refuses it.
+    # is read_header()'s).  One byte is always the shortest form; a second byte of 0 would
+    # not be (MQTT 5.0 §1.5.5), so read_header() gets it and refuses it.
     b0 = data[0]
     decoder = decoders[b0]
     if decoder is None:
@@ -970,29 +688,17 @@ def decode(data: Any, *, version: int = 5) -> Packet:
         body = 3
         end = 3 + ((b1 & 0x7F) | (data[2] << 7))
     else:
-        header = _header(data, 0, n, version)
+        header = read_header(data, 0, n, version)
         if header is None:
-            raise _incomplete(data, n, version)
+            raise incomplete(data, n, version)
         body, end = header
     if end == n:  # the whole input is one packet
         return decoder(data, body, end, b0, version)  # type: ignore[no-any-return]
     if end > n:
-        raise _incomplete(data, n, version)
+        raise incomplete(data, n, version)
     decoder(data, body, end, b0, version)  # a bad body is reported first
     raise MalformedPacket(
         PACKET_NAMES[b0 >> 4], f"{n - end} byte(s) after the end of the packet", offset=end
-    )
-
-
-def _incomplete(data: Buffer, n: int, version: int) -> IncompletePacket:
-    if n == 0:
-        return IncompletePacket("packet", "no bytes", offset=0)
-    name = PACKET_NAMES[data[0] >> 4]
-    header = _header(data, 0, n, version)
-    if header is None:
-        return IncompletePacket(name, "incomplete fixed header", offset=n)
-    return IncompletePacket(
-        name, f"incomplete packet: {header[1]} bytes needed, {n} given", offset=n
     )
 
 
@@ -1028,7 +734,7 @@ class StreamDecoder:
 
     def __init__(self, version: int | None = None, *, max_packet_size: int | None = None) -> None:
         if version is not None:
-            _check_version(version)
+            check_version(version)
         if max_packet_size is not None and max_packet_size < 2:
             raise ValueError(f"max_packet_size must be at least 2, not {max_packet_size}")
         self.version = version
@@ -1096,7 +802,7 @@ class StreamDecoder:
                     if err is not None:
                         raise err
                 # The fixed header as in decode(): one- and two-byte Remaining Lengths
-                # inline, the rest (and every error) through _header().
+                # inline, the rest (and every error) through read_header().
                 body = end = 0
                 decoder = decoders[b0]
                 if pos + 1 < n and decoder is not None:
@@ -1108,7 +814,7 @@ class StreamDecoder:
                         body = pos + 3
                         end = body + ((b1 & 0x7F) | (data[pos + 2] << 7))
                 if not body:
-                    header = _header(data, pos, n, version)
+                    header = read_header(data, pos, n, version)
                     if header is None:
                         break
                     body, end = header

@@ -8,9 +8,10 @@ loop.  Property blocks, CONNECT, SUBSCRIBE, SUBACK, UNSUBSCRIBE and UNSUBACK are
 C too, and PreparedPublish, property blocks, CONNECT and SUBSCRIBE encoded in C.  The rest
 is shared Python: CONNACK, DISCONNECT and AUTH (``_cold``), and every error message
 (``_wire`` builders).  The C readers and writers take valid packets only and hand
-anything else to the shared reference code (``_cold``, ``_properties``, ``_pure``'s
-encoders), which raises the error; so the two implementations cannot word or order an
-error differently.
+anything else to the shared reference code (``_cold``, ``_properties``, ``_publish``,
+``_forwarding``, ``_framing``), which raises the error; so the two implementations cannot
+word or order an error differently.  This module never imports ``_pure``: what the twins
+share lives in those modules, under public names, and is the contract between them.
 
 Every pointer read is preceded by an explicit length check (pointer indexing is never
 bounds-checked, whatever the directives).
@@ -28,7 +29,7 @@ from libc.string cimport memchr, memcmp, memcpy, memmove
 
 import types
 
-from . import _cold, _pure
+from . import _cold
 from ._constants import (
     MAX_REMAINING_LENGTH,
     PACKET_NAMES,
@@ -37,6 +38,23 @@ from ._constants import (
     PacketType,
 )
 from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
+from ._fields import (
+    ACK,
+    AUTH,
+    CONNACK,
+    CONNECT,
+    DISCONNECT,
+    NO_FIELDS,
+    PUBLISH,
+    SUBACK,
+    SUBSCRIBE,
+    SUBSCRIPTION,
+    UNSUBACK,
+    UNSUBSCRIBE,
+    WILL,
+    fields_equal,
+    fields_repr,
+)
 from ._ctopics import (
     Matches,
     TopicTree,
@@ -45,22 +63,29 @@ from ._ctopics import (
     validate_topic_filter,
     validate_topic_name,
 )
-from . import _properties
-from ._properties import Properties, decode_properties, same_properties
+from ._forwarding import encode_forwarded, forwarding_parts
+from ._framing import incomplete
+from ._properties import (
+    BOOLEAN_PROPERTIES,
+    NONZERO_PROPERTIES,
+    PROPERTY_NAMES,
+    PROPERTY_TABLE,
+    Properties,
+    decode_properties,
+)
+from ._publish import encode_ack, encode_publish
 from ._wire import (
     as_buffer,
     check_subscription_identifiers,
+    check_version,
     connect_order_error,
     first_byte_error,
-    format_repr,
-    forwarding_parts,
     length_mismatch,
     null_error,
     overrun,
     packet_id_zero_error,
     reason_code_error,
     remaining_length_error,
-    same_kind,
     too_large,
     topic_name_wildcard_error,
     utf8_error,
@@ -125,13 +150,13 @@ for _b in range(128):
     _PROP_KIND[_b] = -1
     _PROP_ALLOWED[_b] = 0
     _PROP_FLAGS[_b] = 0
-for _b, (_name, _kind, _allowed) in _properties._TABLE.items():
+for _b, (_name, _kind, _allowed) in PROPERTY_TABLE.items():
     _PROP_KIND[_b] = _kind
     for _t in _allowed:
         _PROP_ALLOWED[_b] |= 1u << _t
-    _PROP_FLAGS[_b] = (1 if _b in _properties._BOOLEAN_BYTES else 0) | (
-        2 if _b in _properties._NONZERO else 0)
-cdef dict _PROPERTY_IDS = _properties.PROPERTY_NAMES
+    _PROP_FLAGS[_b] = (1 if _b in BOOLEAN_PROPERTIES else 0) | (
+        2 if _b in NONZERO_PROPERTIES else 0)
+cdef dict _PROPERTY_IDS = PROPERTY_NAMES
 
 # Cached Python objects used on the hot path.
 cdef PyTypeObject* _PROPERTIES = <PyTypeObject*>Properties  # kept alive by the import
@@ -157,6 +182,9 @@ cdef object _V3 = 3, _V4 = 4, _V5 = 5
 
 
 cdef inline int _check_version(object version) except -1:
+    """_wire.check_version, with the usual arguments recognised in C first: this runs on
+    every encode and decode, where a Python call would cost more than the whole check.
+    Anything else goes to check_version, which accepts it or words the one error."""
     cdef long long v
     # CPython keeps one object per small int, so the usual arguments are these very
     # objects: three pointer comparisons before any conversion.
@@ -171,7 +199,8 @@ cdef inline int _check_version(object version) except -1:
         return <int>v
     if type(version) is not int and (version == 5 or version == 4 or version == 3):
         return <int>version  # e.g. an IntEnum member
-    raise ValueError(f"protocol version must be 3, 4 or 5, not {version!r}")
+    check_version(version)  # raises
+    return -1  # not reached
 
 
 cdef inline void _shift(object exc, Py_ssize_t delta):
@@ -213,17 +242,14 @@ cdef class Will:
         self.retain = retain
         self.properties = properties
 
+    # __eq__ and __repr__ from the class's field list (shared _fields module).  Written in
+    # each class: Cython allows a freelist only on a class without a base class, so these
+    # cannot come from a common base as in _pure.
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.topic == other.topic and self.payload == other.payload
-                and self.qos == other.qos and self.retain == other.retain
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, WILL)
 
     def __repr__(self):
-        return format_repr("Will", (("topic", self.topic),), (
-            ("payload", self.payload, b""), ("qos", self.qos, 0),
-            ("retain", self.retain, False), ("properties", self.properties, None)))
+        return fields_repr(self, "Will", WILL)
 
 
 @cython.final
@@ -255,21 +281,10 @@ cdef class Connect(_PacketBase):
         return _encode_connect(self)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.client_id == other.client_id
-                and self.protocol_version == other.protocol_version
-                and self.clean_start == other.clean_start
-                and self.keep_alive == other.keep_alive and self.username == other.username
-                and self.password == other.password and self.will == other.will
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, CONNECT)
 
     def __repr__(self):
-        return format_repr("Connect", (("client_id", self.client_id),), (
-            ("protocol_version", self.protocol_version, 5),
-            ("clean_start", self.clean_start, True), ("keep_alive", self.keep_alive, 60),
-            ("username", self.username, None), ("password", self.password, None),
-            ("will", self.will, None), ("properties", self.properties, None)))
+        return fields_repr(self, "Connect", CONNECT)
 
 
 @cython.final
@@ -289,16 +304,10 @@ cdef class ConnAck(_PacketBase):
         return _cold.encode_connack(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.session_present == other.session_present
-                and self.reason_code == other.reason_code
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, CONNACK)
 
     def __repr__(self):
-        return format_repr("ConnAck", (), (
-            ("session_present", self.session_present, False),
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+        return fields_repr(self, "ConnAck", CONNACK)
 
 
 # no_gc: a Publish holds strings, bytes, ints and a Properties, which cannot lead back to
@@ -334,18 +343,10 @@ cdef class Publish:
         return len(data)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.topic == other.topic and self.payload == other.payload
-                and self.qos == other.qos and self.retain == other.retain
-                and self.dup == other.dup and self.packet_id == other.packet_id
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, PUBLISH)
 
     def __repr__(self):
-        return format_repr("Publish", (("topic", self.topic),), (
-            ("payload", self.payload, b""), ("qos", self.qos, 0),
-            ("retain", self.retain, False), ("dup", self.dup, False),
-            ("packet_id", self.packet_id, None), ("properties", self.properties, None)))
+        return fields_repr(self, "Publish", PUBLISH)
 
 
 @cython.no_gc  # as Publish: ints and a Properties only
@@ -371,14 +372,10 @@ cdef class _Ack:
         return len(data)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id and self.reason_code == other.reason_code
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, ACK)
 
     def __repr__(self):
-        return format_repr(type(self).__name__, (("packet_id", self.packet_id),), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+        return fields_repr(self, type(self).__name__, ACK)
 
 
 @cython.final
@@ -427,18 +424,10 @@ cdef class Subscription:
         self.retain_handling = retain_handling
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.topic_filter == other.topic_filter and self.qos == other.qos
-                and self.no_local == other.no_local
-                and self.retain_as_published == other.retain_as_published
-                and self.retain_handling == other.retain_handling)
+        return fields_equal(self, other, SUBSCRIPTION)
 
     def __repr__(self):
-        return format_repr("Subscription", (("topic_filter", self.topic_filter),), (
-            ("qos", self.qos, 0), ("no_local", self.no_local, False),
-            ("retain_as_published", self.retain_as_published, False),
-            ("retain_handling", self.retain_handling, 0)))
+        return fields_repr(self, "Subscription", SUBSCRIPTION)
 
 
 @cython.final
@@ -457,16 +446,10 @@ cdef class Subscribe(_PacketBase):
         return _encode_subscribe(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id
-                and self.subscriptions == other.subscriptions
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, SUBSCRIBE)
 
     def __repr__(self):
-        return format_repr("Subscribe", (
-            ("packet_id", self.packet_id), ("subscriptions", self.subscriptions)),
-            (("properties", self.properties, None),))
+        return fields_repr(self, "Subscribe", SUBSCRIBE)
 
 
 @cython.final
@@ -485,15 +468,10 @@ cdef class SubAck(_PacketBase):
         return _cold.encode_suback(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id and self.reason_codes == other.reason_codes
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, SUBACK)
 
     def __repr__(self):
-        return format_repr("SubAck", (
-            ("packet_id", self.packet_id), ("reason_codes", self.reason_codes)),
-            (("properties", self.properties, None),))
+        return fields_repr(self, "SubAck", SUBACK)
 
 
 @cython.final
@@ -512,16 +490,10 @@ cdef class Unsubscribe(_PacketBase):
         return _cold.encode_unsubscribe(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id
-                and self.topic_filters == other.topic_filters
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, UNSUBSCRIBE)
 
     def __repr__(self):
-        return format_repr("Unsubscribe", (
-            ("packet_id", self.packet_id), ("topic_filters", self.topic_filters)),
-            (("properties", self.properties, None),))
+        return fields_repr(self, "Unsubscribe", UNSUBSCRIBE)
 
 
 @cython.final
@@ -540,14 +512,10 @@ cdef class UnsubAck(_PacketBase):
         return _cold.encode_unsuback(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.packet_id == other.packet_id and self.reason_codes == other.reason_codes
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, UNSUBACK)
 
     def __repr__(self):
-        return format_repr("UnsubAck", (("packet_id", self.packet_id),), (
-            ("reason_codes", self.reason_codes, []), ("properties", self.properties, None)))
+        return fields_repr(self, "UnsubAck", UNSUBACK)
 
 
 @cython.final
@@ -561,10 +529,10 @@ cdef class PingReq(_PacketBase):
         return b"\xc0\x00"
 
     def __eq__(self, other):
-        return True if same_kind(self, other) else NotImplemented
+        return fields_equal(self, other, NO_FIELDS)
 
     def __repr__(self):
-        return "PingReq()"
+        return fields_repr(self, "PingReq", NO_FIELDS)
 
 
 @cython.final
@@ -578,10 +546,10 @@ cdef class PingResp(_PacketBase):
         return b"\xd0\x00"
 
     def __eq__(self, other):
-        return True if same_kind(self, other) else NotImplemented
+        return fields_equal(self, other, NO_FIELDS)
 
     def __repr__(self):
-        return "PingResp()"
+        return fields_repr(self, "PingResp", NO_FIELDS)
 
 
 @cython.final
@@ -599,14 +567,10 @@ cdef class Disconnect(_PacketBase):
         return _cold.encode_disconnect(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.reason_code == other.reason_code
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, DISCONNECT)
 
     def __repr__(self):
-        return format_repr("Disconnect", (), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+        return fields_repr(self, "Disconnect", DISCONNECT)
 
 
 @cython.final
@@ -624,14 +588,10 @@ cdef class Auth(_PacketBase):
         return _cold.encode_auth(self, version)
 
     def __eq__(self, other):
-        if not same_kind(self, other):
-            return NotImplemented
-        return (self.reason_code == other.reason_code
-                and same_properties(self.properties, other.properties))
+        return fields_equal(self, other, AUTH)
 
     def __repr__(self):
-        return format_repr("Auth", (), (
-            ("reason_code", self.reason_code, 0), ("properties", self.properties, None)))
+        return fields_repr(self, "Auth", AUTH)
 
 
 # The classes the shared cold decoders build packets with.
@@ -644,8 +604,8 @@ cdef object _NS = types.SimpleNamespace(
 # ---------------------------------------------------------------------------------------
 # Encoding the hot packets.  The fast path handles well-typed, valid packets in C; anything
 # else (wrong types, invalid values, a lone surrogate, an empty v5 topic with an alias) is
-# handed to _pure's encoder, which raises exactly the error the reference raises, or, for
-# the valid rarities, encodes it.
+# handed to the shared reference encoder (_publish), which raises exactly the error _pure
+# raises, or, for the valid rarities, encodes it.
 
 
 cdef inline Py_ssize_t _varint_size(Py_ssize_t value) noexcept:
@@ -1093,29 +1053,29 @@ cdef object _encode_publish(Publish pkt, object version_obj):
 
     if qos < 0 or type(topic) is not str or type(payload) is not bytes or (
             pkt.dup and qos == 0):
-        return _pure._encode_publish(pkt, version)
+        return encode_publish(pkt, version)
     if qos:
         packet_id = <long>_uint(pid_obj, 0xFFFF)
         if packet_id <= 0:
-            return _pure._encode_publish(pkt, version)
+            return encode_publish(pkt, version)
     elif pid_obj is not None:
-        return _pure._encode_publish(pkt, version)
+        return encode_publish(pkt, version)
     topic_utf8 = _utf8(topic, &topic_len)
     if topic_utf8 == NULL or topic_len == 0 or topic_len > 0xFFFF or not _plain_text(
             topic_utf8, topic_len, True):
-        return _pure._encode_publish(pkt, version)
+        return encode_publish(pkt, version)
     props = pkt.properties
     if props is not None:
         if type(props) is not Properties:
-            return _pure._encode_publish(pkt, version)
+            return encode_publish(pkt, version)
         count = _collect(props, items, 0)
         if count < 0:
-            return _pure._encode_publish(pkt, version)
+            return encode_publish(pkt, version)
     _out_init(&block, stack)
     try:
         # An empty Properties counts as none; properties before 5.0 are refused.
         if count and (version != 5 or not _encode_properties(&block, items, count, 3)):
-            return _pure._encode_publish(pkt, version)
+            return encode_publish(pkt, version)
         return _write_publish(pkt, version, qos, packet_id, topic_utf8, topic_len, payload,
                               &block)
     finally:
@@ -1134,7 +1094,7 @@ cdef object _write_publish(Publish pkt, int version, long qos, long packet_id,
     if version == 5:
         body += _varint_size(props_len) + props_len
     if body > MQTTWIRE_MAX_REMAINING_LENGTH:
-        return _pure._encode_publish(pkt, version)
+        return encode_publish(pkt, version)
     total = 1 + _varint_size(body) + body
     result = PyBytes_FromStringAndSize(NULL, total)
     out = <unsigned char*>PyBytes_AS_STRING(result)
@@ -1171,9 +1131,9 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
     packet_id = <long>_uint(pid_obj, 0xFFFF)
     code = <long>_uint(code_obj, 0xFF)
     if packet_id <= 0 or code < 0 or pkt.properties:
-        return _pure._encode_ack(pkt, version)
+        return encode_ack(pkt, version)
     if code and (version != 5 or not _ACK_CODE_OK[ptype - 4][code]):
-        return _pure._encode_ack(pkt, version)
+        return encode_ack(pkt, version)
     # 0x40 PUBACK, 0x50 PUBREC, 0x62 PUBREL (flags 0010, [MQTT-3.6.1-1]), 0x70 PUBCOMP
     buf[0] = <unsigned char>((ptype << 4) | (2 if ptype == 6 else 0))
     buf[2] = <unsigned char>(packet_id >> 8)
@@ -1187,7 +1147,7 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
 
 
 cdef tuple _forwarding_parts(object publish):
-    """_wire.forwarding_parts for well-typed, valid publishes; None for the rest."""
+    """_forwarding.forwarding_parts for well-typed, valid publishes; None for the rest."""
     cdef object props = publish.properties, payload = publish.payload, expiry = None
     cdef _Prop items[32]
     cdef int count = 0
@@ -1241,7 +1201,8 @@ cdef class PreparedPublish:
     """
 
     cdef public object publish
-    # Read by _pure's encoder when it takes over (see encode()).
+    # The parts of _forwarding.forwarding_parts; handed to _forwarding.encode_forwarded
+    # when it takes over (see encode()).
     cdef readonly bytes _topic, _props, _payload
     cdef readonly object _expiry
 
@@ -1265,8 +1226,8 @@ cdef class PreparedPublish:
         cdef Py_ssize_t block = 0, body = -1, total, n, size
         cdef unsigned long e = 0
         cdef unsigned char* out
-        # Well-typed, in-range arguments take the C path; anything else goes to _pure's
-        # encoder, which raises exactly the reference's error (or encodes the rarity).
+        # Well-typed, in-range arguments take the C path; anything else goes to the shared
+        # reference encoder, which raises exactly _pure's error (or encodes the rarity).
         if type(qos) is int and 0 <= qos <= 2 and not (dup and not qos):
             q = qos
             if q and type(packet_id) is int and 1 <= packet_id <= 0xFFFF:
@@ -1288,10 +1249,9 @@ cdef class PreparedPublish:
                     body = len(self._topic) + (2 if q else 0)
                 body += len(self._payload)
         if body < 0 or body > MQTTWIRE_MAX_REMAINING_LENGTH:
-            return _pure.PreparedPublish.encode(
-                self, version, qos=qos, packet_id=packet_id, retain=retain, dup=dup,
-                subscription_identifiers=subscription_identifiers,
-                message_expiry_interval=message_expiry_interval)
+            return encode_forwarded(
+                self._topic, self._expiry, self._props, self._payload, version, qos,
+                packet_id, retain, dup, subscription_identifiers, message_expiry_interval)
         total = 1 + _varint_size(body) + body
         result = PyBytes_FromStringAndSize(NULL, total)
         out = <unsigned char*>PyBytes_AS_STRING(result)
@@ -1473,7 +1433,7 @@ cdef object _BAIL = object()
 
 # _PROP_NAMES[id]: the Properties attribute of property ``id`` (None: unknown).
 cdef list _PROP_NAMES = [None] * 128
-for _b, (_name, _kind, _allowed) in _properties._TABLE.items():
+for _b, (_name, _kind, _allowed) in PROPERTY_TABLE.items():
     _PROP_NAMES[_b] = _name
 cdef object _USER_PROPERTIES = "user_properties"
 cdef object _SUBSCRIPTION_IDS = "subscription_identifiers"
@@ -1978,7 +1938,7 @@ def decode_from(data, offset=0, *, version=5):
 cdef object _decode_one(const unsigned char* p, Py_ssize_t n, object data, int v):
     cdef Py_ssize_t body, end
     if n == 0 or not _header(p, 0, n, v, &body, &end) or end > n:
-        raise _pure._incomplete(as_buffer(data), n, v)
+        raise incomplete(as_buffer(data), n, v)
     packet = _decode_body(p, 0, body, end, v)
     if end != n:
         raise MalformedPacket(PACKET_NAMES[p[0] >> 4],

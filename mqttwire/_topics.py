@@ -1,9 +1,10 @@
 """Topic names and topic filters: validation, matching, shared subscriptions, and a
 subscription tree for brokers (MQTT 3.1.1 §4.7, MQTT 5.0 §4.7 and §4.8.2).
 
-This is the reference implementation, and the pure-Python twin.  ``_ctopics.pyx`` is the
-C twin, with the same behaviour; whatever its validation scans do not find certainly valid
-goes to the check functions here, so both raise the same errors with the same messages.
+This is the pure-Python twin; ``_ctopics.pyx`` is the C twin, with the same behaviour.
+Neither imports the other: the rules both follow (the check functions that word every
+error, the Shared Subscription form, the check of a TopicTree value) are in
+``_topic_rules``, so both raise the same errors with the same messages.
 
 Levels are what lies between ``/`` separators, empty ones included: ``"/a"`` has the
 levels ``""`` and ``"a"``, ``"a//b"`` has three (MQTT 5.0 §4.7.3: "a leading or trailing '/'
@@ -14,138 +15,38 @@ creates a distinct Topic Name or Topic Filter").  Nothing is normalised, case or
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
-from ._errors import MalformedPacket, ProtocolError, rule
-from ._wire import null_error, topic_name_wildcard_error, utf8_error
+from ._errors import ProtocolError
+from ._topic_rules import (
+    SHARE,
+    Matches,
+    check_topic_filter,
+    check_topic_name,
+    is_shared,
+    qos_of,
+    split_shared,
+)
+from ._wire import check_version
 
 __all__ = [
     "Matches",
     "TopicTree",
-    "check_topic_filter",
-    "check_topic_name",
     "parse_shared",
     "topic_matches",
     "validate_topic_filter",
     "validate_topic_name",
 ]
 
-_VERSIONS = (3, 4, 5)
-# A filter whose first level is "$share" is a Shared Subscription (MQTT 5.0 §4.8.2):
-# "$share/{ShareName}/{filter}".
-_SHARE = "$share"
-_SHARE_NAME_START = len(_SHARE) + 1
-
-
-def _byte_offset(text: str, index: int) -> int:
-    """Where character ``index`` of ``text`` starts in its UTF-8 encoding.  A lone
-    surrogate before it counts as the three bytes of its ED xx xx form (parse_shared
-    does not reject them, and counts them as the UTF-8 check does)."""
-    return len(text[:index].encode("utf-8", "surrogatepass"))
-
 
 # ---------------------------------------------------------------------------------------
-# Validation. The check_* forms take the packet type and the offset of the string's first
-# byte, so a decoder can report offsets within its packet; validate_* are the public forms.
-
-
-def _check_string(text: str, field: str, ptype: str, start: int, version: int) -> None:
-    """What every topic name and filter must be: well-formed UTF-8 without U+0000
-    [MQTT-4.7.3-2] (cited, as the decoder does, by the UTF-8 string rules [MQTT-1.5.4-1]
-    [MQTT-1.5.4-2]), at least one byte [MQTT-4.7.3-1] and at most 65,535 [MQTT-4.7.3-3].
-    Checked in the order the decoder meets them (read_utf8 first)."""
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        # A str can hold lone surrogates, which UTF-8 cannot encode.  Report them as the
-        # decoder reports the same code points arriving as bytes (ED A0..BF xx, the only way
-        # to write a surrogate in a UTF-8-like form): Python's UTF-8 decoder stops at the ED
-        # with "invalid continuation byte", so read_utf8 would say exactly this.
-        raw = text.encode("utf-8", "surrogatepass")
-        index = _byte_offset(text, exc.start)
-        decode_error = UnicodeDecodeError(
-            "utf-8", raw, index, index + 1, "invalid continuation byte"
-        )
-        raise utf8_error(ptype, field, decode_error, start, version) from None
-    if "\x00" in text:
-        raise null_error(ptype, field, text, start, version)
-    if size == 0:
-        raise MalformedPacket(
-            ptype, f"{field} is empty", offset=start, rule=rule("topic_length", version)
-        )
-    if size > 0xFFFF:
-        raise MalformedPacket(
-            ptype, f"{field} is longer than 65,535 bytes ({size})", offset=start,
-            rule=rule("topic_too_long", version),
-        )
-
-
-def check_topic_name(name: str, ptype: str, start: int, version: int) -> None:
-    """Raise the error a decoder raises for ``name`` read at ``start`` in a ``ptype``
-    packet, if it is not a valid topic name."""
-    _check_string(name, "topic name", ptype, start, version)
-    # [MQTT-3.3.2-2] (also MQTT 3.1.1 [MQTT-4.7.1-1], MQTT 5.0 [MQTT-4.7.0-1]).
-    if "+" in name or "#" in name:
-        raise topic_name_wildcard_error(ptype, name, start, version)
-
-
-def check_topic_filter(filter: str, ptype: str, start: int, version: int) -> None:
-    """Raise the error a decoder raises for ``filter`` read at ``start`` in a ``ptype``
-    packet, if it is not a valid topic filter for protocol level ``version``."""
-    _check_string(filter, "topic filter", ptype, start, version)
-    # Shared Subscriptions are a 5.0 feature: at levels 3 and 4 "$share/..." is an
-    # ordinary filter (whose wildcards are checked below like any other's).
-    if version == 5 and _is_shared(filter):
-        _split_shared(filter, ptype, start)
-    if "+" in filter or "#" in filter:
-        _check_wildcards(filter, ptype, start, version)
-
-
-def _check_wildcards(filter: str, ptype: str, start: int, version: int) -> None:
-    # '#' "MUST be specified either on its own or following a topic level separator. In
-    # either case it MUST be the last character specified in the Topic Filter"; '+' "MUST
-    # occupy an entire level of the filter".  3.1.1 numbers these [MQTT-4.7.1-2] and
-    # [MQTT-4.7.1-3], 5.0 [MQTT-4.7.1-1] and [MQTT-4.7.1-2]: rule() picks.
-    levels = filter.split("/")
-    last = len(levels) - 1
-    index = 0  # of the level's first character in ``filter``
-    for n, level in enumerate(levels):
-        if level == "#":
-            if n != last:
-                raise _wildcard_error(
-                    filter, index, "is not the last level", ptype, start, version
-                )
-        elif level != "+":
-            plus, hash_ = level.find("+"), level.find("#")
-            if plus >= 0 or hash_ >= 0:
-                first = min(i for i in (plus, hash_) if i >= 0)
-                raise _wildcard_error(
-                    filter, index + first, "is not alone in its level", ptype, start, version
-                )
-        index += len(level) + 1
-
-
-def _wildcard_error(
-    filter: str, index: int, problem: str, ptype: str, start: int, version: int
-) -> MalformedPacket:
-    if filter[index] == "#":
-        what, key = "multi-level wildcard '#'", "topic_filter_multi_level"
-    else:
-        what, key = "single-level wildcard '+'", "topic_filter_single_level"
-    return MalformedPacket(
-        ptype, f"{what} {problem}", offset=start + _byte_offset(filter, index),
-        rule=rule(key, version),
-    )
+# Validation: the public forms, over _topic_rules' check functions, which word every error
+# (the C twin scans in C first and calls them only for what it cannot vouch for).
 
 
 def _require_str(value: object, field: str) -> None:
     if not isinstance(value, str):
         raise TypeError(f"{field} must be str, not {type(value).__name__}")
-
-
-def _require_version(version: object) -> None:
-    if version not in _VERSIONS:
-        raise ValueError(f"unknown protocol version {version!r} (expected 3, 4 or 5)")
 
 
 def validate_topic_name(name: str, *, version: int = 5) -> None:
@@ -164,7 +65,7 @@ def validate_topic_name(name: str, *, version: int = 5) -> None:
             ``name``.
     """
     _require_str(name, "topic name")
-    _require_version(version)
+    check_version(version)
     check_topic_name(name, "PUBLISH", 0, version)
 
 
@@ -186,49 +87,12 @@ def validate_topic_filter(filter: str, *, version: int = 5) -> None:
         ProtocolError: a malformed Shared Subscription (version 5 only), likewise.
     """
     _require_str(filter, "topic filter")
-    _require_version(version)
+    check_version(version)
     check_topic_filter(filter, "SUBSCRIBE", 0, version)
 
 
 # ---------------------------------------------------------------------------------------
 # Shared Subscriptions (MQTT 5.0 §4.8.2)
-
-
-def _is_shared(filter: str) -> bool:
-    """Whether the first level is "$share", which marks a Shared Subscription."""
-    return filter.startswith("$share/") or filter == _SHARE
-
-
-def _split_shared(filter: str, ptype: str, start: int) -> tuple[str, str]:
-    """(ShareName, inner filter) of a filter for which _is_shared() holds."""
-    end = filter.find("/", _SHARE_NAME_START)
-    share = filter[_SHARE_NAME_START:] if end < 0 else filter[_SHARE_NAME_START:end]
-    if not share:
-        # "MUST start with $share/ and MUST contain a ShareName that is at least one
-        # character long" [MQTT-4.8.2-1]; "$share" alone has no ShareName at all.
-        raise ProtocolError(
-            ptype, "shared subscription has no ShareName",
-            offset=start + min(len(filter), _SHARE_NAME_START),
-            rule=rule("shared_share_name", 5),
-        )
-    # "The ShareName MUST NOT contain the characters '/', '+' or '#', but MUST be followed
-    # by a '/' character. This '/' character MUST be followed by a Topic Filter"
-    # [MQTT-4.8.2-2].  (A '/' cannot be inside it: the first '/' ends it.)
-    plus, hash_ = share.find("+"), share.find("#")
-    if plus >= 0 or hash_ >= 0:
-        first = min(i for i in (plus, hash_) if i >= 0)
-        raise ProtocolError(
-            ptype, f"ShareName contains {share[first]!r}",
-            offset=start + _byte_offset(filter, _SHARE_NAME_START + first),
-            rule=rule("shared_share_name_chars", 5),
-        )
-    if end < 0 or end == len(filter) - 1:
-        raise ProtocolError(
-            ptype, "ShareName is not followed by '/' and a topic filter",
-            offset=start + _byte_offset(filter, len(filter)),
-            rule=rule("shared_share_name_chars", 5),
-        )
-    return share, filter[end + 1 :]
 
 
 def parse_shared(filter: str) -> tuple[str, str] | None:
@@ -245,9 +109,9 @@ def parse_shared(filter: str) -> tuple[str, str] | None:
             packet type "SUBSCRIBE", ``offset`` in bytes within ``filter``.
     """
     _require_str(filter, "topic filter")
-    if not _is_shared(filter):
+    if not is_shared(filter):
         return None
-    return _split_shared(filter, "SUBSCRIBE", 0)
+    return split_shared(filter, "SUBSCRIBE", 0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -274,9 +138,9 @@ def topic_matches(filter: str, name: str) -> bool:
     """
     _require_str(filter, "topic filter")
     _require_str(name, "topic name")
-    if _is_shared(filter):
+    if is_shared(filter):
         try:
-            filter = _split_shared(filter, "SUBSCRIBE", 0)[1]
+            filter = split_shared(filter, "SUBSCRIBE", 0)[1]
         except ProtocolError:
             return False
     if "+" not in filter and "#" not in filter:
@@ -295,22 +159,7 @@ def topic_matches(filter: str, name: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------
-# The subscription tree
-
-
-class Matches(NamedTuple):
-    """What :meth:`TopicTree.match` found for one topic name.
-
-    Attributes:
-        subscribers: ``{key: value}`` for the ordinary subscriptions: each subscriber once,
-            with the value of its highest-QoS matching subscription.
-        shared: ``{(share_name, inner_filter): {key: value}}``, one entry per matching
-            Shared Subscription group, with all its members; the broker delivers to one
-            member of each group (MQTT 5.0 §4.8.2).
-    """
-
-    subscribers: dict[Any, Any]
-    shared: dict[tuple[str, str], dict[Any, Any]]
+# The subscription tree (Matches, its result, and qos_of, its value check: _topic_rules)
 
 
 class _Node:
@@ -328,18 +177,6 @@ class _Node:
         self.shared: dict[str, dict[Any, Any]] | None = None
         # The (inner) filter that ends here, set once a subscription does.
         self.filter: str | None = None
-
-
-def _qos_of(value: Any) -> int:
-    qos = value if isinstance(value, int) else getattr(value, "qos", None)
-    if not isinstance(qos, int):
-        raise TypeError(
-            "a TopicTree value must be an int QoS or have an int attribute qos, not "
-            f"{type(value).__name__}"
-        )
-    if not 0 <= qos <= 2:
-        raise ValueError(f"QoS must be 0, 1 or 2, not {qos}")
-    return qos
 
 
 class TopicTree:
@@ -386,7 +223,7 @@ class TopicTree:
                 out.extend([(filter, key, value) for key, value in node.values.items()])
             if node.shared:
                 for share, members in node.shared.items():
-                    full = f"{_SHARE}/{share}/{filter}"
+                    full = f"{SHARE}/{share}/{filter}"
                     out.extend([(full, key, value) for key, value in members.items()])
         return iter(out)
 
@@ -404,9 +241,9 @@ class TopicTree:
             TypeError, ValueError: no QoS 0..2 can be read from ``value``.
         """
         validate_topic_filter(filter, version=5)
-        qos = _qos_of(value)
+        qos = qos_of(value)
         hash(key)  # an unhashable key fails here, before any node is made
-        shared = _split_shared(filter, "SUBSCRIBE", 0) if _is_shared(filter) else None
+        shared = split_shared(filter, "SUBSCRIBE", 0) if is_shared(filter) else None
         inner = filter if shared is None else shared[1]
         node = self._root
         for level in inner.split("/"):
@@ -441,7 +278,7 @@ class TopicTree:
         if filters is None or filter not in filters:
             return False
         # Only filters that insert() validated get here.
-        shared = _split_shared(filter, "SUBSCRIBE", 0) if _is_shared(filter) else None
+        shared = split_shared(filter, "SUBSCRIBE", 0) if is_shared(filter) else None
         levels = (filter if shared is None else shared[1]).split("/")
         path = [self._root]
         for level in levels:
@@ -581,7 +418,7 @@ class TopicTree:
                 out.extend([(filter, key, value) for key, value in node.values.items()])
             if node.shared:
                 for share, members in node.shared.items():
-                    full = f"{_SHARE}/{share}/{filter}"
+                    full = f"{SHARE}/{share}/{filter}"
                     out.extend([(full, key, value) for key, value in members.items()])
         return out
 

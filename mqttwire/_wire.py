@@ -1,8 +1,9 @@
 """Pure-Python readers and writers for the MQTT data representations (MQTT 5.0 §1.5).
 
-Shared by ``_pure`` (its whole codec), ``_properties`` and ``_cold`` (used by both
-implementations).  The Cython twin has C versions of the hot readers in ``_speedups.pyx``;
-the error builders at the bottom are used by both, so the messages are the same.
+Shared by ``_pure`` (its whole codec), ``_properties``, ``_cold``, ``_publish``,
+``_framing`` and ``_forwarding`` (used by both implementations).  The Cython twin has C
+versions of the hot readers in ``_speedups.pyx``; the error builders at the bottom are used
+by both, so the messages are the same.
 
 Readers take ``(data, pos, end)``: ``data`` is ``bytes`` or a one-byte-per-item
 ``memoryview`` (see :func:`as_buffer`), ``end`` is where the enclosing packet or block ends.
@@ -187,6 +188,17 @@ def encode_binary(data: object, ptype: str, field: str) -> bytes:
     return pack_u16(len(raw)) + raw
 
 
+def check_version(version: object) -> int:
+    """The protocol level argument of every encoder, decoder and topic function: 3 (MQTT
+    3.1), 4 (3.1.1) or 5 (5.0).  The one check and the one message for a bad level, in
+    both implementations and both topic twins (the Cython twins test the usual values in C
+    first and call this for anything else, so that it alone words the error).  A caller's
+    mistake, not bad bytes: ValueError, not an MQTTWireError."""
+    if version != 5 and version != 4 and version != 3:
+        raise ValueError(f"protocol version must be 3, 4 or 5, not {version!r}")
+    return version
+
+
 def check_packet_id(packet_id: object, ptype: str, version: int) -> int:
     """Encoding side of [MQTT-2.3.1-1] / [MQTT-2.2.1-3]: an int from 1 to 65,535."""
     if type(packet_id) is int and 0 < packet_id <= 0xFFFF:  # the common case, one test
@@ -335,21 +347,6 @@ def short_repr(value: object) -> str:
     return repr(value)
 
 
-def format_repr(
-    name: str, required: tuple[tuple[str, object], ...],
-    optional: tuple[tuple[str, object, object], ...],
-) -> str:
-    """``Name(required..., optional=value...)``: optional fields only when they differ
-    from their default.  Both implementations use it, so their reprs are identical.
-    ``required`` holds (field, value); ``optional`` holds (field, value, default)."""
-    parts = [f"{field}={short_repr(value)}" for field, value in required]
-    parts += [
-        f"{field}={short_repr(value)}" for field, value, default in optional
-        if not (value == default and type(value) is type(default))
-    ]
-    return f"{name}({', '.join(parts)})"
-
-
 def same_kind(a: object, b: object) -> bool:
     """Packets of the two implementations compare equal when their fields do, so a Cython
     decode can be compared with a Python one directly."""
@@ -393,40 +390,3 @@ def check_subscription_identifiers(identifiers: Any) -> bytes:
             )
         out += b"\x0b" + encode_varint(ident)
     return out
-
-
-def forwarding_parts(publish: Any) -> tuple[bytes, int | None, bytes, bytes]:
-    """Validate a PUBLISH for forwarding and encode its invariant parts once: (topic with
-    its length prefix, message expiry interval or None, the other forwarded properties as
-    a property block without its length, payload)."""
-    from ._properties import Properties, encode_properties
-
-    name = "PUBLISH"
-    topic = publish.topic
-    raw_topic = encode_utf8(topic, name, "topic name", 5)
-    if not topic:
-        raise MalformedPacket(
-            name,
-            "cannot forward an empty topic name (resolve the topic alias first)",
-            rule=rule("topic_length", 5),
-        )
-    if "+" in topic or "#" in topic:
-        err = topic_name_wildcard_error(name, topic, 0, 5)
-        err.offset = None
-        raise err
-    payload = publish.payload
-    if not isinstance(payload, (bytes, bytearray, memoryview)):
-        raise TypeError(f"{name}: payload must be bytes, not {type(payload).__name__}")
-    expiry = None
-    block = b""
-    props = publish.properties
-    if props:
-        kept = {
-            k: v
-            for k, v in props.items()
-            if k not in ("topic_alias", "subscription_identifiers", "message_expiry_interval")
-        }
-        expiry = props.message_expiry_interval
-        encoded = encode_properties(Properties(**kept), 3, name)
-        block = encoded[varint_size(len(encoded) - 1) :]  # drop the length prefix
-    return raw_topic, expiry, block, bytes(payload)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import pathlib
+import subprocess
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -275,6 +278,38 @@ def test_bad_protocol_version_argument_gives_the_same_outcome(
         assert "protocol version must be 3, 4 or 5" in outcomes[0], outcomes
 
 
+@pytest.mark.parametrize("version", [HUGE, 6, 2, 0, True, "5", None, 4.5])
+def test_one_message_for_a_bad_protocol_version(
+    both_codecs: tuple[ModuleType, ModuleType], version: object
+) -> None:
+    # One check (_wire.check_version) words the error wherever a level is given: both
+    # codecs, every packet type, the decoders, PreparedPublish, and both topic twins.
+    import mqttwire._ctopics as ctopics
+    import mqttwire._topics as topics
+
+    expected = f"ValueError: protocol version must be 3, 4 or 5, not {version!r}"
+    makes = [
+        lambda m: m.ConnAck().encode(version),
+        lambda m: m.PingReq().encode(version),
+        lambda m: m.Publish("t").encode(version),
+        lambda m: m.PubRec(1).encode(version),
+        lambda m: m.Disconnect().encode(version),
+        lambda m: m.Unsubscribe(1, ["a"]).encode(version),
+        lambda m: m.Connect("c", protocol_version=version).encode(),
+        lambda m: m.PreparedPublish(m.Publish("t")).encode(version),
+        lambda m: m.decode(b"\xc0\x00", version=version),
+        lambda m: m.decode_from(b"\xc0\x00", version=version),
+    ]
+    if version is not None:  # None makes a server-side StreamDecoder
+        makes.append(lambda m: m.StreamDecoder(version))
+    for make in makes:
+        for m in both_codecs:
+            assert _outcome(lambda m=m, make=make: make(m)) == expected
+    for t in (ctopics, topics):
+        for func in (t.validate_topic_name, t.validate_topic_filter):
+            assert _outcome(lambda func=func: func("a", version=version)) == expected
+
+
 @pytest.mark.parametrize(("topic", "payload", "properties"), [
     ("a/#", b"", None),
     ("", b"", mqttwire.Properties(topic_alias=1)),
@@ -298,3 +333,27 @@ def test_prepared_publish_hand_over_gives_the_same_outcome(
         for m in both_codecs
     ]
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize(("twin", "other"), [
+    ("mqttwire._speedups", "mqttwire._pure"),
+    ("mqttwire._ctopics", "mqttwire._topics"),
+])
+def test_the_cython_twin_does_not_import_the_python_one(twin: str, other: str) -> None:
+    # The contract between the twins is the shared modules' public names, not each
+    # other's privates: importing the extension alone must not load its Python twin.
+    code = f"import sys, {twin}; print({other!r} in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if k != "MQTTWIRE_PURE_PYTHON"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("name", PACKET_CLASSES + PARTS)
+def test_field_list_names_every_field(name: str) -> None:
+    # __eq__ and __repr__ of both implementations come from the class's field list
+    # (mqttwire._fields): a field missing from it would be neither compared nor shown.
+    cls = getattr(_pure, name)
+    slots = {s for klass in cls.__mro__ for s in getattr(klass, "__slots__", ())}
+    assert {field for field, _ in cls._fields} == slots

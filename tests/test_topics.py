@@ -337,10 +337,10 @@ def test_only_str(codec: ModuleType, bad: object) -> None:
 
 @pytest.mark.parametrize("version", [0, 2, 6, "5", None])
 def test_unknown_version(codec: ModuleType, version: object) -> None:
-    with pytest.raises(ValueError, match="unknown protocol version") as info:
+    with pytest.raises(ValueError, match="protocol version must be 3, 4 or 5") as info:
         codec.validate_topic_name("a", version=version)
     assert not isinstance(info.value, MQTTWireError)
-    with pytest.raises(ValueError, match="unknown protocol version"):
+    with pytest.raises(ValueError, match="protocol version must be 3, 4 or 5"):
         codec.validate_topic_filter("a", version=version)
 
 

@@ -22,7 +22,9 @@ TYPED = [
     "mqttwire/__init__.py", "mqttwire/_impl.py", "mqttwire/_pure.py", "mqttwire/_wire.py",
     "mqttwire/_properties.py", "mqttwire/_cold.py", "mqttwire/_constants.py",
     "mqttwire/_errors.py", "mqttwire/_topics.py", "mqttwire/_speedups.pyi",
-    "mqttwire/_ctopics.pyi", "mqttwire/capture", "mqttwire/session",
+    "mqttwire/_ctopics.pyi", "mqttwire/capture", "mqttwire/session", "mqttwire/_publish.py",
+    "mqttwire/_forwarding.py", "mqttwire/_framing.py", "mqttwire/_topic_rules.py",
+    "mqttwire/_fields.py",
 ]
 
 
