@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from spark_scenarios import DELTA_PAYLOAD, comparable_rows, read_rows
 
@@ -207,6 +205,9 @@ def test_tasks_write_the_tables_that_spark_writes(local_run) -> None:
     """With a local output directory the decoding tasks write the files themselves
     (pyarrow); with writer "spark", Spark does: the same tables, row for row, in the same
     layout, and the same summary."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     tasks, spark = local_run.out["stream"], local_run.out["spark-writer"]
     for table in TABLES:
         assert read_rows(tasks, table) == read_rows(spark, table), table
