@@ -725,6 +725,14 @@ class ClientSession:
                 raise ProtocolError("PUBLISH", f"QoS {packet.qos} PUBLISH with packet "
                                     f"identifier {pid}, in use by a QoS {held_qos} message",
                                     rule="§2.2.1")
+            if not packet.dup:
+                # A re-sent PUBLISH has DUP 1 [MQTT-3.3.1-1]; a new one needs an unused
+                # identifier (5.0 [MQTT-2.2.1-4], 3.1.1 [MQTT-2.3.1-4]).  Taking it for
+                # a re-send would lose the new message without a word.
+                raise ProtocolError(
+                    "PUBLISH", f"new PUBLISH (DUP 0) with packet identifier {pid}, in use "
+                    "by a message not yet acknowledged",
+                    rule="MQTT-2.2.1-4" if self.version == 5 else "MQTT-2.3.1-4")
             if pending is None:
                 self._send(self.codec.PubRec(pid), now)  # [MQTT-4.3.3-10]
             elif not pending.present:

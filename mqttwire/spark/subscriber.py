@@ -235,7 +235,7 @@ class Subscriber:
                 f"(CONNACK reason code 0x{event.reason_code:02X})", event.reason_code))
         elif isinstance(event, Disconnected) and not self._stop:
             why = event.reason
-            if event.error is not None:
+            if event.error is not None and str(event.error) not in why:
                 why = f"{why}: {event.error}"
             elif event.reason_code is not None:
                 why = f"{why} (reason code 0x{event.reason_code:02X})"

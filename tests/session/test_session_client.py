@@ -256,6 +256,24 @@ def test_deferred_acknowledgement(codec: ModuleType) -> None:
     assert server.received() == [codec.PubAck(4, reason_code=0x80)]
 
 
+@pytest.mark.parametrize(("version", "rule"), [(5, "MQTT-2.2.1-4"), (4, "MQTT-2.3.1-4")])
+@pytest.mark.parametrize("qos", [1, 2])
+def test_a_new_publish_reusing_an_identifier_in_use_is_a_protocol_error(
+        codec: ModuleType, version: int, rule: str, qos: int) -> None:
+    # Mosquitto 2.0.11 does this under load (it overruns the Receive Maximum and wraps
+    # its identifiers): taken for a re-send, the second message would be lost silently.
+    client, server = connected(codec, version=version, auto_ack=False)
+    received_message(server.send(codec.Publish("t", b"1", qos=qos, packet_id=9)))
+    events = server.send(codec.Publish("t", b"2", qos=qos, packet_id=9))
+    assert of_type(events, MessageReceived) == []
+    [event] = of_type(events, Disconnected)
+    assert event.error.rule == rule
+    assert "new PUBLISH (DUP 0) with packet identifier 9, in use" in str(event.error)
+    if version == 5:
+        assert server.received() == [codec.Disconnect(reason_code=0x82)]
+    assert client.state is ClientState.DISCONNECTED
+
+
 def test_our_receive_maximum_is_enforced(codec: ModuleType) -> None:
     # [MQTT-3.3.4-9] is the server's duty: a third unacknowledged message with our
     # Receive Maximum 2 gets DISCONNECT 0x93.
