@@ -2,10 +2,10 @@
 the way the public samples are (benchmarks/live_sources.py), in one run.
 
 Mosquitto is started here on 127.0.0.1 (unlimited in-flight messages, a large queue).
-A publisher of mqttwire's own (a socket, PUBLISHes encoded once, QoS 1, PUBACKs read
-back in windows of 500) publishes numbered messages whose payload carries the publish
-time; each source runs as a Structured Streaming query into Parquet in a driver process
-of its own (``local[2]``, 250 ms trigger).
+A publisher of mqttwire's own (a socket, QoS 1 PUBLISHes sent in chunks while a thread
+reads the PUBACKs, up to 20,000 unacknowledged) publishes numbered messages whose
+payload carries the publish time; each source runs as a Structured Streaming query into
+Parquet in a driver process of its own (``local[2]``, 250 ms trigger).
 
 - ``sustained``: N messages published as fast as the publisher goes; the rate is N over
   the time from the first publish to the moment all N are in committed Parquet files,
@@ -32,6 +32,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[1]
 JOB = Path(__file__).with_name("live_sources.py")
 QUICK = bool(os.environ.get("MQTTWIRE_BENCH_LIVE_QUICK"))
-SUSTAINED_N = 1000 if QUICK else 30000
+SUSTAINED_N = 1000 if QUICK else 60000
 STEADY_RATE, STEADY_S = (100, 2) if QUICK else (1000, 5)
 WAIT_S = 180.0  # bound on waiting for a source to catch up
 TOPIC = "bench/live"
@@ -95,32 +96,58 @@ def mosquitto(tmp: Path) -> Iterator[int]:
 
 
 class Publisher:
-    """QoS 1 PUBLISHes at level 3.1.1 over a socket, PUBACKs read in windows."""
+    """QoS 1 PUBLISHes at level 3.1.1 over a socket, sent in chunks of 500 while a
+    thread reads the PUBACKs: at most WINDOW unacknowledged (packet ids never reused
+    while in use)."""
 
-    WINDOW = 500
+    WINDOW = 20000
+    CHUNK = 500
 
     def __init__(self, port: int) -> None:
         self.sock = socket.create_connection((HOST, port))
         self.sock.sendall(mw.Connect("bench-pub", protocol_version=4).encode(4))
         self.decoder = mw.StreamDecoder(4)
-        self._read(1)  # CONNACK
+        while not self.decoder.feed(self.sock.recv(1 << 16)):
+            pass  # CONNACK
         self.sent = 0
+        self.acked = 0
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
-    def _read(self, count: int) -> None:
-        got = 0
-        while got < count:
-            got += len(self.decoder.feed(self.sock.recv(1 << 16)))
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                return
+            if not data:
+                return
+            n = len(self.decoder.feed(data))
+            with self._cond:
+                self.acked += n
+                self._cond.notify_all()
 
-    def publish(self, count: int) -> None:
-        """``count`` messages "<n>:<publish time ns>", padded to 40 bytes."""
-        for start in range(0, count, self.WINDOW):
-            n = min(self.WINDOW, count - start)
+    def _wait_acked(self, count: int) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.acked >= count, timeout=WAIT_S):
+                raise TimeoutError(f"{count - self.acked} PUBACKs missing")
+
+    def publish(self, count: int, payload: bytes | None = None) -> None:
+        """``count`` messages "<n>:<publish time ns>" padded to 40 bytes (or
+        ``payload``); returns once the broker has acknowledged them."""
+        end = self.sent + count
+        while self.sent < end:
+            n = min(self.CHUNK, end - self.sent)
+            self._wait_acked(self.sent + n - self.WINDOW)
             data = b"".join(
-                mw.Publish(TOPIC, (b"%08d:%d" % (self.sent + i, time.time_ns())).ljust(40, b"."),
-                           qos=1, packet_id=i + 1).encode(4) for i in range(n))
+                mw.Publish(TOPIC, payload or (b"%08d:%d" % (self.sent + i, time.time_ns())
+                                              ).ljust(40, b"."),
+                           qos=1, packet_id=(self.sent + i) % 65535 + 1).encode(4)
+                for i in range(n))
             self.sock.sendall(data)
-            self._read(n)
             self.sent += n
+        self._wait_acked(end)
 
     def close(self) -> None:
         self.sock.sendall(mw.Disconnect().encode(4))
@@ -203,8 +230,7 @@ def subscribed(query: Query, port: int, tmp: Path) -> None:
     while committed_rows(query.out) == 0:
         assert query.proc.poll() is None, "the query stopped"
         assert time.monotonic() < deadline, "the query never received a message"
-        probe.sock.sendall(mw.Publish(TOPIC, b"probe", qos=1, packet_id=1).encode(4))
-        probe._read(1)
+        probe.publish(1, b"probe")
         time.sleep(0.5)
     probe.close()
 
