@@ -37,6 +37,19 @@ from cpython.ref cimport Py_XDECREF, Py_XINCREF
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX
 from libc.string cimport memcmp, memcpy, memset
 
+# The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
+from .._cdefs cimport (
+    READONLY,
+    T_OBJECT_EX,
+    PyLong_AsLongLongAndOverflow,
+    PyMemberDef,
+    PyMemberDescrObject,
+    PyType_GenericAlloc,
+    Py_False,
+    Py_None,
+    Py_True,
+)
+
 import dataclasses
 import types
 
@@ -64,24 +77,6 @@ __all__ = ["CODEC", "USED_SLOTS", "FastReader", "slot_offset"]
 
 #: (class name, slot) of every shared slot this module uses, as looked up at import.
 USED_SLOTS = []
-
-
-cdef extern from "structmember.h":
-    ctypedef struct PyMemberDef:
-        int type
-        Py_ssize_t offset
-        int flags
-    int T_OBJECT_EX
-    int READONLY
-
-cdef extern from "Python.h":
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef* d_member
-    object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t nitems)
-    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
-    PyObject* Py_None
-    PyObject* Py_True
-    PyObject* Py_False
 
 
 # ---------------------------------------------------------------------------------------
