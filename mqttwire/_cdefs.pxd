@@ -1,7 +1,9 @@
-# The C declarations of the compiled modules, written once: _speedups.pyx (with its include
-# files) and capture/_fast.pyx cimport what they use from here.  Only declarations: this
-# .pxd has no .pyx of its own and builds no module, so a cimport from it adds nothing at
-# run time; each module's C code calls these functions and macros directly.
+# The C declarations of the compiled modules, written once, and the one piece of C code they
+# share (read_varint, at the bottom): _speedups.pyx (with its include files) and
+# capture/_fast.pyx cimport what they use from here.  This .pxd has no .pyx of its own and
+# builds no module, so a cimport from it adds nothing at run time: each module's C code
+# calls these functions and macros directly, and read_varint, an inline function, is
+# compiled into each module that uses it.
 #
 # Declared here rather than cimported from Cython's own cpython/*.pxd where those are not
 # what we need: theirs take `char *` where CPython takes `const char *` (our readers hold
@@ -56,3 +58,34 @@ cdef extern from *:
     #define MQTTWIRE_MAX_REMAINING_LENGTH 268435455
     """
     const Py_ssize_t MQTTWIRE_MAX_REMAINING_LENGTH
+
+
+# The Variable Byte Integer (MQTT 5.0 §1.5.5) read in C: the Remaining Length of every fixed
+# header (_speedups' decoders and StreamDecoder, capture/_fast's framing loop) and the
+# lengths inside packets (_speedups' property reader).  Written once so that the rule about
+# the fourth byte cannot drift between them; what each caller does with the outcome (raise,
+# hand over, wait for the next segment) and the shortest-form check, which the capture
+# loop leaves to the codec, stay with the caller.
+cdef inline int read_varint(const unsigned char* p, Py_ssize_t i, Py_ssize_t end,
+                            Py_ssize_t* value, Py_ssize_t* after) noexcept nogil:
+    """The Variable Byte Integer at p[i], reading no byte at or past ``end``: 1 with *value
+    and *after (the index just after it) set; 0 when ``end`` comes first; -1 when its
+    fourth byte has the continuation bit set (a fifth byte would be needed, and an MQTT
+    Variable Byte Integer has at most four)."""
+    cdef Py_ssize_t v = 0
+    cdef int shift = 0
+    cdef unsigned char byte
+    while True:
+        if i >= end:
+            return 0
+        byte = p[i]
+        i += 1
+        v |= <Py_ssize_t>(byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+        if shift == 28:
+            return -1
+    value[0] = v
+    after[0] = i
+    return 1

@@ -45,6 +45,7 @@ from ._cdefs cimport (
     PyUnicode_GET_LENGTH,
     PyUnicode_IS_COMPACT_ASCII,
     PyUnicode_New,
+    read_varint,
 )
 
 import types

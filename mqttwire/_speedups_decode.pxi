@@ -75,19 +75,14 @@ cdef tuple _decode_properties(const unsigned char* p, Py_ssize_t pos, Py_ssize_t
     """The property block at ``pos``: (Properties or None, position after it).  The C
     reader takes valid blocks; anything it does not vouch for goes to the shared reader
     (on a copy of just the block), which raises exactly the error _pure raises."""
-    cdef Py_ssize_t i = pos, length = 0, shift = 0, stop = end
+    cdef Py_ssize_t i = pos, length = 0, stop = end
     properties = _fast_properties(p, &i, end, ptype)
     if properties is not _BAIL:
         return properties, i
-    while i < end and shift < 28:
-        length |= (p[i] & 0x7F) << shift
-        shift += 7
-        i += 1
-        if not p[i - 1] & 0x80:
-            if i + length <= end:
-                stop = i + length
-            break
-    # A malformed length or block is copied whole up to `end`.
+    # The block as its length says; a malformed length, or a block that runs past `end`,
+    # is copied whole up to `end`.
+    if read_varint(p, pos, end, &length, &i) == 1 and i + length <= end:
+        stop = i + length
     block = PyBytes_FromStringAndSize(<const char*>p + pos, stop - pos)
     try:
         properties, used = decode_properties(block, 0, stop - pos, ptype, name)
@@ -165,22 +160,13 @@ for _b in range(256):
 cdef inline bint _read_varint(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
                               Py_ssize_t* value) noexcept:
     """A Variable Byte Integer in its shortest form (MQTT 5.0 §1.5.5), at most 4 bytes."""
-    cdef Py_ssize_t i = pos[0], v = 0
-    cdef int shift = 0
-    cdef unsigned char byte
-    while True:
-        if i >= end or shift == 28:
-            return False
-        byte = p[i]
-        i += 1
-        v |= <Py_ssize_t>(byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    if byte == 0 and i - pos[0] > 1:
+    cdef Py_ssize_t i
+    if read_varint(p, pos[0], end, value, &i) != 1:
+        return False
+    # A last byte of 0 after continuation bytes adds nothing: not the shortest form.
+    if p[i - 1] == 0 and i - pos[0] > 1:
         return False
     pos[0] = i
-    value[0] = v
     return True
 
 
@@ -563,24 +549,18 @@ cdef int _header(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, int versi
                  Py_ssize_t* body, Py_ssize_t* end) except -1:
     """Parse the fixed header at ``pos``: 1 with *body and *end set, or 0 when more bytes
     are needed.  Raises as soon as the bytes present are wrong."""
-    cdef unsigned char b0 = p[pos], byte = 0
-    cdef Py_ssize_t i = pos + 1, length = 0
-    cdef int shift = 0
+    cdef unsigned char b0 = p[pos]
+    cdef Py_ssize_t i, length
+    cdef int found
     if _BAD_FIRST[version - 3][b0]:
         raise first_byte_error(b0, version, pos)
-    while True:
-        if i >= n:
-            return 0
-        byte = p[i]
-        i += 1
-        length |= <Py_ssize_t>(byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-        if shift == 28:  # a fifth byte is coming (MQTT 5.0 §1.5.5)
-            raise remaining_length_error(pos + 1, 5, version, PACKET_NAMES[b0 >> 4])
+    found = read_varint(p, pos + 1, n, &length, &i)
+    if found == 0:
+        return 0
+    if found < 0:  # a fifth byte is coming (MQTT 5.0 §1.5.5)
+        raise remaining_length_error(pos + 1, 5, version, PACKET_NAMES[b0 >> 4])
     # A last byte of 0 after continuation bytes adds nothing: not the shortest form.
-    if byte == 0 and i - pos > 2:
+    if p[i - 1] == 0 and i - pos > 2:
         raise remaining_length_error(pos + 1, i - pos - 1, version, PACKET_NAMES[b0 >> 4])
     body[0] = i
     end[0] = i + length

@@ -48,6 +48,7 @@ from .._cdefs cimport (
     Py_False,
     Py_None,
     Py_True,
+    read_varint,
 )
 
 import dataclasses
@@ -744,12 +745,11 @@ cdef class FastReader:
                              Py_ssize_t n) except -1:
         """_Direction._frame in C: the packets that d[0:n] (at stream ``offset``)
         completes, into fr_start/fr_b0/fr_size; returns how many."""
-        cdef Py_ssize_t pos = 0, count = 0, hl, hn, i, size
-        cdef int64_t remaining, start, length
-        cdef int first, b0, shift
+        cdef Py_ssize_t pos = 0, count = 0, hl, hn, size, length
+        cdef int64_t remaining, start
+        cdef int first, b0, found
         cdef uint8_t h[5]
         cdef const uint8_t* q
-        cdef bint found, bad
         cdef object hdr = <object>_get(direction, D_HDR)
         _i64(_get(direction, D_REMAINING), &remaining)  # ints: checked by _segment
         _i64(_get(direction, D_START), &start)
@@ -775,27 +775,13 @@ cdef class FastReader:
                 hn = hl + min(5 - hl, n - pos)
                 memcpy(h + hl, d + pos, hn - hl)
                 q = h
-                i = 0
             else:
                 q = d + pos
                 hn = n - pos
             # _fixed_header: (size, Remaining Length), more bytes needed, or too long
-            found = bad = False
-            length = 0
-            shift = 0
-            for i in range(1, 5):
-                if i >= hn:
-                    break
-                length |= <int64_t>(q[i] & 0x7F) << shift
-                if q[i] < 0x80:
-                    found = True
-                    size = i + 1
-                    break
-                shift += 7
-            else:
-                bad = True
+            found = read_varint(q, 1, hn, &length, &size)
             b0 = q[0]
-            if bad:  # the codec will reject it; stop framing
+            if found < 0:  # the codec will reject it; stop framing
                 _put(direction, D_UNFRAMED, True)
                 break
             if not found:  # the header goes on in the next segment
