@@ -62,10 +62,11 @@ cdef extern from *:
 
 # The Variable Byte Integer (MQTT 5.0 §1.5.5) read in C: the Remaining Length of every fixed
 # header (_speedups' decoders and StreamDecoder, capture/_fast's framing loop) and the
-# lengths inside packets (_speedups' property reader).  Written once so that the rule about
-# the fourth byte cannot drift between them; what each caller does with the outcome (raise,
-# hand over, wait for the next segment) and the shortest-form check, which the capture
-# loop leaves to the codec, stay with the caller.
+# length of a property block that _speedups hands to the shared reader.  Written once so
+# that the rule about the fourth byte cannot drift between them; what each caller does
+# with the outcome (raise, hand over, wait for the next segment) and the shortest-form
+# check, which the capture loop leaves to the codec, stay with the caller.  (The property
+# reader's _read_varint keeps its own copy of the loop: see its docstring.)
 cdef inline int read_varint(const unsigned char* p, Py_ssize_t i, Py_ssize_t end,
                             Py_ssize_t* value, Py_ssize_t* after) noexcept nogil:
     """The Variable Byte Integer at p[i], reading no byte at or past ``end``: 1 with *value
