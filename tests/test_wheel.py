@@ -154,7 +154,7 @@ def test_wheel_has_extension_and_typing_files_and_no_sources(sdist: Sdist, wheel
     assert "mqttwire/_speedups.pyi" in names
     missing = {p for p in _package_sources(sdist.source) if p.endswith(".py")} - names
     assert not missing, f"modules missing from the wheel (a package not listed?): {sorted(missing)}"
-    sources = sorted(n for n in names if n.endswith((".pyx", ".pxd", ".c", ".html")))
+    sources = sorted(n for n in names if n.endswith((".pyx", ".pxi", ".pxd", ".c", ".html")))
     assert not sources, f"build sources in the wheel: {sources}"
 
 

@@ -37,6 +37,20 @@ from cpython.ref cimport Py_XDECREF, Py_XINCREF
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t, INT64_MAX
 from libc.string cimport memcmp, memcpy, memset
 
+# The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
+from .._cdefs cimport (
+    READONLY,
+    T_OBJECT_EX,
+    PyLong_AsLongLongAndOverflow,
+    PyMemberDef,
+    PyMemberDescrObject,
+    PyType_GenericAlloc,
+    Py_False,
+    Py_None,
+    Py_True,
+    read_varint,
+)
+
 import dataclasses
 import types
 
@@ -64,24 +78,6 @@ __all__ = ["CODEC", "USED_SLOTS", "FastReader", "slot_offset"]
 
 #: (class name, slot) of every shared slot this module uses, as looked up at import.
 USED_SLOTS = []
-
-
-cdef extern from "structmember.h":
-    ctypedef struct PyMemberDef:
-        int type
-        Py_ssize_t offset
-        int flags
-    int T_OBJECT_EX
-    int READONLY
-
-cdef extern from "Python.h":
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef* d_member
-    object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t nitems)
-    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
-    PyObject* Py_None
-    PyObject* Py_True
-    PyObject* Py_False
 
 
 # ---------------------------------------------------------------------------------------
@@ -749,12 +745,11 @@ cdef class FastReader:
                              Py_ssize_t n) except -1:
         """_Direction._frame in C: the packets that d[0:n] (at stream ``offset``)
         completes, into fr_start/fr_b0/fr_size; returns how many."""
-        cdef Py_ssize_t pos = 0, count = 0, hl, hn, i, size
-        cdef int64_t remaining, start, length
-        cdef int first, b0, shift
+        cdef Py_ssize_t pos = 0, count = 0, hl, hn, size, length
+        cdef int64_t remaining, start
+        cdef int first, b0, found
         cdef uint8_t h[5]
         cdef const uint8_t* q
-        cdef bint found, bad
         cdef object hdr = <object>_get(direction, D_HDR)
         _i64(_get(direction, D_REMAINING), &remaining)  # ints: checked by _segment
         _i64(_get(direction, D_START), &start)
@@ -780,27 +775,13 @@ cdef class FastReader:
                 hn = hl + min(5 - hl, n - pos)
                 memcpy(h + hl, d + pos, hn - hl)
                 q = h
-                i = 0
             else:
                 q = d + pos
                 hn = n - pos
             # _fixed_header: (size, Remaining Length), more bytes needed, or too long
-            found = bad = False
-            length = 0
-            shift = 0
-            for i in range(1, 5):
-                if i >= hn:
-                    break
-                length |= <int64_t>(q[i] & 0x7F) << shift
-                if q[i] < 0x80:
-                    found = True
-                    size = i + 1
-                    break
-                shift += 7
-            else:
-                bad = True
+            found = read_varint(q, 1, hn, &length, &size)
             b0 = q[0]
-            if bad:  # the codec will reject it; stop framing
+            if found < 0:  # the codec will reject it; stop framing
                 _put(direction, D_UNFRAMED, True)
                 break
             if not found:  # the header goes on in the next segment

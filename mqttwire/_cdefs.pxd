@@ -1,0 +1,92 @@
+# The C declarations of the compiled modules, written once, and the one piece of C code they
+# share (read_varint, at the bottom): _speedups.pyx (with its include files) and
+# capture/_fast.pyx cimport what they use from here.  This .pxd has no .pyx of its own and
+# builds no module, so a cimport from it adds nothing at run time: each module's C code
+# calls these functions and macros directly, and read_varint, an inline function, is
+# compiled into each module that uses it.
+#
+# Declared here rather than cimported from Cython's own cpython/*.pxd where those are not
+# what we need: theirs take `char *` where CPython takes `const char *` (our readers hold
+# `const unsigned char *` input), and some (the compact-ASCII macros, the member
+# descriptor) are not declared there at all.
+
+from cpython.object cimport PyObject, PyTypeObject
+
+
+cdef extern from "Python.h":
+    # str internals, for the codec's zero-copy ASCII reads and writes (_speedups).
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object text)
+    bint PyUnicode_IS_COMPACT_ASCII(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(object text)
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)
+    object PyObject_GenericGetDict(object o, void* context)
+    # Allocation as object.__new__(cls) does it, without the call through the type
+    # (_speedups: a Properties, a plain class with no __new__ of its own), and as
+    # type.__call__ allocates before __init__ (capture/_fast: a Record, filled slot by slot).
+    object PyType_GenericNew(PyTypeObject* cls, PyObject* args, PyObject* kwds)
+    object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t nitems)
+    # A range check that cannot overflow: both modules hand a too-large int to Python code.
+    long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
+    # The singletons, compared by address when capture/_fast reads a slot it borrowed.
+    PyObject* Py_None
+    PyObject* Py_True
+    PyObject* Py_False
+
+
+# A __slots__ member descriptor and its entry (capture/_fast reaches the pure objects'
+# slots by the offsets these give).
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+        int flags
+    int T_OBJECT_EX
+    int READONLY
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+
+
+# MQTT 5.0 §1.5.5: the largest Remaining Length, 268,435,455 (_constants.MAX_REMAINING_LENGTH
+# for Python code), as a C constant the compiler can fold.
+cdef extern from *:
+    """
+    #define MQTTWIRE_MAX_REMAINING_LENGTH 268435455
+    """
+    const Py_ssize_t MQTTWIRE_MAX_REMAINING_LENGTH
+
+
+# The Variable Byte Integer (MQTT 5.0 §1.5.5) read in C: the Remaining Length of every fixed
+# header (_speedups' decoders and StreamDecoder, capture/_fast's framing loop) and the
+# length of a property block that _speedups hands to the shared reader.  Written once so
+# that the rule about the fourth byte cannot drift between them; what each caller does
+# with the outcome (raise, hand over, wait for the next segment) and the shortest-form
+# check, which the capture loop leaves to the codec, stay with the caller.  (The property
+# reader's _read_varint keeps its own copy of the loop: see its docstring.)
+cdef inline int read_varint(const unsigned char* p, Py_ssize_t i, Py_ssize_t end,
+                            Py_ssize_t* value, Py_ssize_t* after) noexcept nogil:
+    """The Variable Byte Integer at p[i], reading no byte at or past ``end``: 1 with *value
+    and *after (the index just after it) set; 0 when ``end`` comes first; -1 when its
+    fourth byte has the continuation bit set (a fifth byte would be needed, and an MQTT
+    Variable Byte Integer has at most four)."""
+    cdef Py_ssize_t v = 0
+    cdef int shift = 0
+    cdef unsigned char byte
+    while True:
+        if i >= end:
+            return 0
+        byte = p[i]
+        i += 1
+        v |= <Py_ssize_t>(byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+        if shift == 28:
+            return -1
+    value[0] = v
+    after[0] = i
+    return 1
