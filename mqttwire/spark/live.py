@@ -283,6 +283,7 @@ class MqttStreamReader(DataSourceStreamReader):
         if self._subscriber is not None:
             self._subscriber.close()
 
+
 class MqttDataSource(DataSource):
     """``spark.readStream.format("mqtt")``: see :mod:`mqttwire.spark.live`."""
 

@@ -172,7 +172,11 @@ class Subscriber:
             self._fail(SubscriberError(f"cannot connect to {self.host}:{self.port}: "
                                        f"{exc.strerror or exc}"))
             return
-        sock.setblocking(False)
+        # Blocking with a timeout: reads happen only after select() says there is data,
+        # and a burst of acknowledgements (one PUBACK per message of a committed batch)
+        # may be larger than the socket's buffer, which a non-blocking sendall() would
+        # give up on.
+        sock.settimeout(max(self.connect_timeout, 30.0))
         self._sock = sock
         with self._lock:
             self.session.connect(time.monotonic())

@@ -29,6 +29,9 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
+#: The killed-driver scenario (about 40 s) runs in .ci/run's first pass only: the session
+#: layer under it is tested on both codecs in tests/session.
+ONCE = pytest.mark.once
 
 HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[2]
@@ -286,6 +289,7 @@ def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
         yield Crash(rows(job.out), ledger, before, broker.log_text())
 
 
+@ONCE
 def test_no_qos1_or_qos2_message_is_lost_across_a_killed_driver(crash: Crash) -> None:
     got = Counter(ident(r) for r in crash.rows)
     for level in (4, 5):
@@ -300,11 +304,13 @@ def test_no_qos1_or_qos2_message_is_lost_across_a_killed_driver(crash: Crash) ->
     assert all(n <= 2 for n in got.values())
 
 
+@ONCE
 def test_payloads_arrive_byte_for_byte(crash: Crash) -> None:
     for row in crash.rows:
         assert row["payload"] == ident(row).encode() + b"|" + BINARY
 
 
+@ONCE
 def test_columns_and_typed_v5_properties(crash: Crash) -> None:
     by_level = {level: [r for r in crash.rows if ident(r).startswith(f"{level}-")]
                 for level in (4, 5)}
@@ -329,6 +335,7 @@ def test_columns_and_typed_v5_properties(crash: Crash) -> None:
                 assert row["content_type"] is None and row["user_properties"] is None
 
 
+@ONCE
 def test_the_session_was_resumed_not_restarted(crash: Crash) -> None:
     # The restarted query reconnected as the same client, without Clean Start, so the
     # broker kept its subscriptions and unacknowledged messages (Mosquitto logs "c0").
