@@ -521,9 +521,9 @@ def _write_tables(tables: Tables, target: str) -> None:
 
 
 def _write_directly(spark: SparkSession, plan: _Plan, target: str, progress: _Progress,
-                    phase: Callable[[str], None]) -> None:
+                    phase: Callable[[str], None]) -> dict[str, int]:
     """The tasks decode and write their files themselves (:mod:`.parquet`); the driver
-    commits them."""
+    commits them.  Returns the rows per table, as the tasks reported them."""
     from .parquet import WRITTEN, PartFiles, commit, staging_root
 
     if plan.split is not None:
@@ -539,8 +539,9 @@ def _write_directly(spark: SparkSession, plan: _Plan, target: str, progress: _Pr
             finally:
                 progress.stop()
         phase("decode")
-        commit(target, root, written, TABLE_NAMES)
+        counts = commit(target, root, written, TABLE_NAMES)
         phase("write")
+        return counts
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -616,12 +617,15 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
             raise ValueError("writer 'tasks' cannot write a file that is split (split_size "
                              f"{options.split_size}): use writer 'spark' or 'auto'")
         if local_target is not None and not split and options.writer != "spark":
-            _write_directly(spark, plan, local_target, progress, phase)
+            counts = _write_directly(spark, plan, local_target, progress, phase)
         else:
             _write_through_spark(spark, plan, target, progress, phase)
+            counts = {}
         tables = _written(spark, target)
-        # Parquet keeps row counts in its footers; errors are counted by the summary.
-        counts = {name: tables[name].count() for name in TABLE_NAMES if name != "errors"}
+        # The tasks reported their rows; else Parquet keeps row counts in its footers.
+        # Errors are counted by the summary.
+        counts = {name: counts[name] if name in counts else tables[name].count()
+                  for name in TABLE_NAMES if name != "errors"}
         summary_dir = options.summary_dir or local_path(target) or "."
         report = write_summary(tables, counts, summary_dir, options=options, files=files)
         counts = report.counts
