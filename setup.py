@@ -21,13 +21,14 @@ else:
 
     print("*** mqttwire: accelerated build (Cython extension) ***")
     # Every core, for the translation to C and for the C compiler (build_ext's parallel
-    # option below): the three modules build side by side.
+    # option below): the modules build side by side.
     jobs = os.cpu_count() or 1
     ext_modules = cythonize(
         [
             Extension("mqttwire._speedups", ["mqttwire/_speedups.pyx"]),
             Extension("mqttwire._ctopics", ["mqttwire/_ctopics.pyx"]),
             Extension("mqttwire.capture._fast", ["mqttwire/capture/_fast.pyx"]),
+            Extension("mqttwire.spark._columns", ["mqttwire/spark/_columns.pyx"]),
         ],
         compiler_directives={
             "language_level": 3,

@@ -4,8 +4,7 @@
 (:func:`~mqttwire.capture.read_capture` with ``stream_ends``), through
 :class:`~mqttwire.spark.derive.CaptureTables`, and yields ``(table, batch)`` pairs: each
 batch has that table's own schema (:data:`~mqttwire.spark.schema.TABLES`).  The batches
-are built column by column (one Python list per column, converted by pyarrow at once),
-never row by row.
+are built column by column (:mod:`.columns`), never row by row.
 
 For Spark, :func:`stage` packs a batch into one row of the
 :data:`~mqttwire.spark.schema.STAGED` schema (the batch as an Arrow IPC stream), and
@@ -18,14 +17,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO, NamedTuple
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from ..capture import Record, read_capture
+from .columns import Source, arrays
 from .derive import CaptureTables, Row
-from .schema import ERRORS, PACKETS, STAGED, TABLES, TIMESTAMP
+from .schema import ERRORS, PACKETS, STAGED, TABLES
 
 __all__ = ["BATCH_ROWS", "Batch", "Decoding", "FileStats", "capture_error_batches",
            "decode_capture", "packets_batch", "properties_json", "rows_batch", "stage",
@@ -73,14 +72,6 @@ def properties_json(props: Any) -> str | None:
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False) if out else None
 
 
-def _column(values: list[Any], field: pa.Field) -> pa.Array:
-    """One column from its Python values; times come in nanoseconds, and the
-    TIMESTAMP columns take microseconds (Spark's precision), so those are cut."""
-    if field.type == TIMESTAMP:
-        values = [None if v is None else v // 1000 for v in values]
-    return pa.array(values, type=field.type)
-
-
 def _topic_from_alias(rec: Record) -> bool | None:
     return rec.topic_from_alias if rec.kind == "packet" else None
 
@@ -89,20 +80,20 @@ def _properties(rec: Record) -> str | None:
     return None if rec.properties is None else properties_json(rec.properties)
 
 
-#: How each ``packets`` column comes from a record: the attribute of the same name,
-#: except for these.
+#: The ``packets`` columns whose values are not the record's attribute of the same name.
 _PACKET_VALUES: dict[str, Callable[[Record], Any]] = {
-    "ts_ns": attrgetter("ts"), "topic_from_alias": _topic_from_alias,
-    "properties": _properties}
-_PACKET_GETTERS = {f.name: _PACKET_VALUES.get(f.name) or attrgetter(f.name) for f in PACKETS}
+    "topic_from_alias": _topic_from_alias, "properties": _properties}
+_PACKET_ATTRIBUTES = {"ts_ns": "ts"}
 
 
 def packets_batch(records: Sequence[Record], schema: pa.Schema = PACKETS) -> pa.RecordBatch:
     """The ``packets`` rows of ``records`` (or the columns of ``schema``, a subset of
     :data:`PACKETS`'s, such as :data:`ERRORS`)."""
-    return pa.RecordBatch.from_arrays(
-        [_column(list(map(_PACKET_GETTERS[f.name], records)), f) for f in schema],
-        schema=schema)
+    records = list(records)
+    sources: list[Source] = [
+        list(map(_PACKET_VALUES[f.name], records)) if f.name in _PACKET_VALUES
+        else _PACKET_ATTRIBUTES.get(f.name, f.name) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays(records, sources, schema), schema=schema)
 
 
 def rows_batch(table: str, rows: Sequence[Row], schema: pa.Schema | None = None
@@ -112,7 +103,7 @@ def rows_batch(table: str, rows: Sequence[Row], schema: pa.Schema | None = None
     table's."""
     schema = schema or TABLES[table]
     return pa.RecordBatch.from_arrays(
-        [_column(list(map(itemgetter(f.name), rows)), f) for f in schema], schema=schema)
+        arrays(rows, schema.names, schema, mapping=True), schema=schema)
 
 
 def _record_batches(records: Sequence[Record]) -> Iterator[Batch]:

@@ -32,6 +32,9 @@ RetainOrder = tuple[int, int, int]
 REJECTED = 0x80
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
+#: A connection row's packet and byte counters of each direction.
+_COUNTERS = {d: (f"packets_{d}", f"bytes_{d}") for d in ("c2s", "s2c")}
+_ACKS = frozenset(("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"))
 
 
 class _Conn:
@@ -71,31 +74,46 @@ class CaptureTables:
 
     def add(self, rec: Record) -> None:
         """Take the next record of the capture."""
-        if rec.kind == "end":
+        # Called once per record: attributes are read once into locals, and a row's
+        # fields are written only when they change.
+        kind = rec.kind
+        if kind == "end":
             self._end(rec)
             return
-        if rec.connection_id is None:
+        conn_id = rec.connection_id
+        if conn_id is None:
             return  # a fragment or a capture error: no connection
-        conn = self._conns.get(rec.connection_id)
+        conn = self._conns.get(conn_id)
         if conn is None:
-            conn = self._conns[rec.connection_id] = _Conn(self._new_connection(rec))
+            conn = self._conns[conn_id] = _Conn(self._new_connection(rec))
         row = conn.row
-        if rec.ts is not None:
+        ts = rec.ts
+        if ts is not None:
             if row["first_ts"] is None:
-                row["first_ts"] = rec.ts
-            row["last_ts"] = rec.ts
-        if rec.client_id is not None:
-            row["client_id"] = rec.client_id
-        if rec.protocol_version is not None:
-            row["protocol_version"] = rec.protocol_version
+                row["first_ts"] = ts
+            row["last_ts"] = ts
+        client_id = rec.client_id
+        if client_id is not None and row["client_id"] != client_id:
+            row["client_id"] = client_id
+        version = rec.protocol_version
+        if version is not None and (row["protocol_version"] != version
+                                    or row["version_source"] != rec.version_source):
+            row["protocol_version"] = version
             row["version_source"] = rec.version_source
-        if rec.packet_type == "CONNECT":  # a packet, or an error row of a bad CONNECT
+        ptype = rec.packet_type
+        if ptype == "CONNECT":  # a packet, or an error row of a bad CONNECT
             row["joined_mid_stream"] = False
-        if rec.kind == "packet":
-            row["packets_" + rec.direction] += 1  # type: ignore[operator]
-            row["bytes_" + rec.direction] += rec.length or 0  # type: ignore[operator]
-            self._packet(conn, rec)
-        elif rec.kind == "gap":
+        if kind == "packet":
+            packets, size = _COUNTERS[rec.direction]  # type: ignore[index]
+            row[packets] += 1
+            row[size] += rec.length or 0
+            if ptype == "PUBLISH":
+                self._publish(conn, rec)
+            elif ptype in _ACKS:
+                self._ack(conn, rec)
+            else:
+                self._packet(conn, rec)
+        elif kind == "gap":
             row["gaps"] += 1
         else:
             row["errors"] += 1
@@ -167,13 +185,10 @@ class CaptureTables:
     # -- packets -------------------------------------------------------------------------
 
     def _packet(self, conn: _Conn, rec: Record) -> None:
+        """A packet other than PUBLISH and its acknowledgements."""
         ptype = rec.packet_type
         row = conn.row
-        if ptype == "PUBLISH":
-            self._publish(conn, rec)
-        elif ptype in ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"):
-            self._ack(conn, rec)
-        elif ptype == "CONNECT":
+        if ptype == "CONNECT":
             p = rec.packet
             will = p.will
             row["connect_ts"] = rec.ts

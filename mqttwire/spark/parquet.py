@@ -24,6 +24,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
@@ -65,8 +66,14 @@ def staging_root(target: str) -> str:
     return os.path.join(target, "_temporary", f"mqttwire-{uuid.uuid4().hex}")
 
 
+#: Row groups handed to the writing thread and not yet written, at most: the decoding
+#: waits beyond that, which bounds the memory they hold (with ROW_GROUP_BYTES).
+PENDING_ROW_GROUPS = 2
+
+
 class _Part:
-    """One open part file: a table's rows in one directory, gathered into row groups."""
+    """One open part file: a table's rows in one directory, gathered into row groups,
+    which ``write`` (the task's writing thread) writes."""
 
     __slots__ = ("buffered", "bytes", "path", "rows", "writer")
 
@@ -77,26 +84,28 @@ class _Part:
         self.bytes = 0
         self.rows = 0
 
-    def add(self, batch: pa.RecordBatch) -> None:
+    def add(self, batch: pa.RecordBatch) -> list[pa.RecordBatch] | None:
+        """Take ``batch``; return the row group to write when it is full."""
         self.buffered.append(batch)
         self.bytes += batch.nbytes
         self.rows += batch.num_rows
-        if self.bytes >= ROW_GROUP_BYTES:
-            self.flush()
+        return self.take() if self.bytes >= ROW_GROUP_BYTES else None
 
-    def flush(self) -> None:
-        if not self.buffered:
+    def take(self) -> list[pa.RecordBatch]:
+        taken, self.buffered, self.bytes = self.buffered, [], 0
+        return taken
+
+    def write(self, batches: list[pa.RecordBatch]) -> None:
+        """Write one row group (the file is created with the first)."""
+        if not batches:
             return
-        table = pa.Table.from_batches(self.buffered)
+        table = pa.Table.from_batches(batches)
         if self.writer is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self.writer = pq.ParquetWriter(self.path, table.schema, compression="snappy")
         self.writer.write_table(table, row_group_size=table.num_rows)
-        self.buffered = []
-        self.bytes = 0
 
     def close(self) -> None:
-        self.flush()
         if self.writer is not None:
             self.writer.close()
 
@@ -112,6 +121,17 @@ class PartFiles:
     def write(self, batches: Iterable[tuple[str, pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
         task = uuid.uuid4().hex  # one directory per task attempt: retries never collide
         parts: dict[tuple[str, str | None], _Part] = {}
+        # pyarrow encodes, compresses and writes without the GIL, so one thread writing
+        # the row groups (in order: one thread) runs beside the decoding on a second core.
+        pool = ThreadPoolExecutor(1, thread_name_prefix="mqttwire-parquet")
+        pending: list[Future[None]] = []
+
+        def write(part: _Part, group: list[pa.RecordBatch] | None) -> None:
+            if group:
+                pending.append(pool.submit(part.write, group))
+                while len(pending) > PENDING_ROW_GROUPS or (pending and pending[0].done()):
+                    pending.pop(0).result()  # raises the writing's error, if any
+
         try:
             for table, batch in batches:
                 if not batch.num_rows:
@@ -128,14 +148,20 @@ class PartFiles:
                     name = f"part-{len(parts):05d}-{task}.snappy.parquet"
                     rel = os.path.join(*filter(None, (table, directory, name)))
                     part = parts[table, directory] = _Part(os.path.join(self.root, task, rel))
-                part.add(batch)
+                write(part, part.add(batch))
+            for part in parts.values():
+                write(part, part.take())
+            while pending:
+                pending.pop(0).result()
             for part in parts.values():
                 part.close()
         except BaseException:
+            pool.shutdown(cancel_futures=True)
             for part in parts.values():
-                if part.writer is not None:
-                    part.writer.close()
+                part.close()
             raise
+        finally:
+            pool.shutdown()
         rows = [(table, os.path.relpath(part.path, self.root), part.rows)
                 for (table, _), part in parts.items()]
         if rows:

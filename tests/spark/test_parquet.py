@@ -121,3 +121,62 @@ def test_a_failing_task_closes_its_files(tmp_path: Path) -> None:
     root = staging_root(str(tmp_path))
     with pytest.raises(OSError, match="disk full"):
         write(root, batches())  # type: ignore[arg-type]
+
+
+def test_an_error_in_the_writing_thread_fails_the_task(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row groups are written on a thread of their own: its error reaches the task."""
+    from mqttwire.spark import parquet
+
+    batch = packets("a", 100)
+    monkeypatch.setattr(parquet, "ROW_GROUP_BYTES", 1)  # every batch a row group
+    written: list[int] = []
+
+    def failing(self: Any, group: list[Any]) -> None:
+        written.append(len(group))
+        if len(written) == 3:
+            raise OSError("disk full")
+
+    monkeypatch.setattr(parquet._Part, "write", failing)
+    with pytest.raises(OSError, match="disk full"):
+        write(staging_root(str(tmp_path)), [("packets", batch)] * 50)
+    # The task stopped soon after, with at most PENDING_ROW_GROUPS more handed over.
+    assert 3 <= len(written) <= 3 + parquet.PENDING_ROW_GROUPS + 1
+
+
+def test_the_decoding_waits_for_the_writing_thread(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most PENDING_ROW_GROUPS row groups wait for the writing thread (bounded
+    memory), however fast the batches come."""
+    import threading
+
+    from mqttwire.spark import parquet
+
+    monkeypatch.setattr(parquet, "ROW_GROUP_BYTES", 1)
+    release = threading.Event()
+    handed = 0
+    original = parquet._Part.write
+
+    def slow(self: Any, group: list[Any]) -> None:
+        release.wait(10)
+        original(self, group)
+
+    def batches() -> Any:
+        nonlocal handed
+        for _ in range(20):
+            handed += 1
+            if handed == parquet.PENDING_ROW_GROUPS + 3 and not release.is_set():
+                # Nothing written yet: the decoding must not have got this far.
+                raise AssertionError("more row groups handed over than allowed")
+            yield "packets", packets("a", 10)
+
+    monkeypatch.setattr(parquet._Part, "write", slow)
+    timer = threading.Timer(0.5, release.set)
+    timer.start()
+    try:
+        # Blocked at PENDING_ROW_GROUPS + 1 handed over until the timer releases it,
+        # then the rest flows: every row written.
+        ((_, rel, rows),) = write(staging_root(str(tmp_path)), batches())
+    finally:
+        timer.cancel()
+    assert rows == 200
