@@ -268,6 +268,9 @@ def _spark_ready() -> None:
 #: default), and the capture's size in multiples of SIZE.  The
 #: split size cuts the capture into 8 ranges, whatever its size.
 PIPELINE_RUNS = {"local2-whole": ("local[2]", 0, 1, "auto"),
+                 # One task on one core: what the second core adds to one task (the
+                 # tasks write their row groups on a thread of their own).
+                 "local1-whole": ("local[1]", 0, 1, "auto"),
                  # The same, with Spark's writer (what every run used before the tasks
                  # wrote their own files): the write path's before and after in one run.
                  "local2-whole-sparkwriter": ("local[2]", 0, 1, "spark"),

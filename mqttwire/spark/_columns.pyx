@@ -38,6 +38,8 @@ from .._cdefs cimport (
     PyUnicode_AsUTF8AndSize,
 )
 
+cimport cython
+
 import types
 
 __all__ = ["KINDS", "buffers"]
@@ -51,6 +53,7 @@ cdef enum:
     FROM_LIST, FROM_ATTRIBUTE, FROM_SLOT, FROM_KEY
 
 
+@cython.final  # its methods are called directly (no virtual table), and can be inlined
 cdef class _Column:
     """The buffers of one column as its values come, row by row."""
 
@@ -104,7 +107,7 @@ cdef class _Column:
         self.total = need
         return 0
 
-    cdef int put(self, Py_ssize_t i, object v) except -1:
+    cdef inline int put(self, Py_ssize_t i, object v) except -1:
         """Row ``i``'s value; sets ``declined`` when it cannot take it."""
         cdef long long x
         cdef int overflow

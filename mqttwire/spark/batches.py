@@ -14,9 +14,11 @@ pyarrow is needed here, not pyspark.
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, BinaryIO, NamedTuple
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
@@ -72,27 +74,28 @@ def properties_json(props: Any) -> str | None:
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False) if out else None
 
 
-def _topic_from_alias(rec: Record) -> bool | None:
-    return rec.topic_from_alias if rec.kind == "packet" else None
-
-
-def _properties(rec: Record) -> str | None:
-    return None if rec.properties is None else properties_json(rec.properties)
-
-
 #: The ``packets`` columns whose values are not the record's attribute of the same name.
-_PACKET_VALUES: dict[str, Callable[[Record], Any]] = {
-    "topic_from_alias": _topic_from_alias, "properties": _properties}
 _PACKET_ATTRIBUTES = {"ts_ns": "ts"}
+
+
+def _packet_values(name: str, records: list[Record]) -> list[Any] | None:
+    """The values of ``packets`` column ``name`` where they are not an attribute's."""
+    if name == "topic_from_alias":  # for packets only (a Record's default is False)
+        return [r.topic_from_alias if r.kind == "packet" else None for r in records]
+    if name == "properties":
+        return [None if p is None else properties_json(p)
+                for p in map(attrgetter("properties"), records)]
+    return None
 
 
 def packets_batch(records: Sequence[Record], schema: pa.Schema = PACKETS) -> pa.RecordBatch:
     """The ``packets`` rows of ``records`` (or the columns of ``schema``, a subset of
     :data:`PACKETS`'s, such as :data:`ERRORS`)."""
     records = list(records)
-    sources: list[Source] = [
-        list(map(_PACKET_VALUES[f.name], records)) if f.name in _PACKET_VALUES
-        else _PACKET_ATTRIBUTES.get(f.name, f.name) for f in schema]
+    sources: list[Source] = []
+    for name in schema.names:
+        values = _packet_values(name, records)
+        sources.append(_PACKET_ATTRIBUTES.get(name, name) if values is None else values)
     return pa.RecordBatch.from_arrays(arrays(records, sources, schema), schema=schema)
 
 
@@ -137,11 +140,30 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
     return table_batches(records, CaptureTables(name), stats)
 
 
+#: The cyclic garbage collector's first threshold while a capture decodes (CPython's
+#: default: 700).  The decoding makes millions of short-lived objects that hold no cycles
+#: (records, rows, packets), and tens of thousands live at once (a batch's worth); with
+#: the default, the collector scans them every 700 allocations, about a sixth of the
+#: decoding's time on make_capture.py's traffic (benchmarks/capture.md).  The collector
+#: still runs, less often.
+GC_THRESHOLD = 100_000
+
+
 def table_batches(records: Iterable[Record], tables: CaptureTables,
                   stats: FileStats | None = None) -> Iterator[Batch]:
     """The batches of every table of ``records`` (one capture's, with their stream ends,
     each connection's in capture order), derived through ``tables``: see
     :func:`decode_capture`."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], GC_THRESHOLD), *thresholds[1:])
+    try:
+        yield from _table_batches(records, tables, stats)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _table_batches(records: Iterable[Record], tables: CaptureTables,
+                   stats: FileStats | None) -> Iterator[Batch]:
     stats = stats if stats is not None else FileStats()
     add = tables.add
     batch: list[Record] = []

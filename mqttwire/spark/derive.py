@@ -32,6 +32,17 @@ RetainOrder = tuple[int, int, int]
 REJECTED = 0x80
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
+
+#: A messages row before its PUBLISH's fields are set (_publish; the capture is set per
+#: capture).
+_MESSAGE: Row = {
+    "capture": None, "connection_id": None, "client_id": None, "protocol_version": None,
+    "direction": None, "ts": None, "stream_offset": None, "topic": None,
+    "topic_from_alias": None, "qos": None, "retain": None, "dup": None, "packet_id": None,
+    "payload_length": None, "payload": None, "status": None, "retransmissions": 0,
+    "puback_ts": None, "pubrec_ts": None, "pubrel_ts": None, "pubcomp_ts": None,
+    "ack_reason_code": None, "completed_ts": None, "latency_ms": None,
+}
 #: A connection row's packet and byte counters of each direction.
 _COUNTERS = {d: (f"packets_{d}", f"bytes_{d}") for d in ("c2s", "s2c")}
 _ACKS = frozenset(("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"))
@@ -69,6 +80,7 @@ class CaptureTables:
         # topic -> (order, row), row None where the latest retained PUBLISH removed it
         self._retained: dict[str, tuple[RetainOrder, Row | None]] = {}
         self._retains = 0  # retained PUBLISHes seen, for their order
+        self._message = dict(_MESSAGE, capture=capture)
 
     # -- input ---------------------------------------------------------------------------
 
@@ -221,17 +233,25 @@ class CaptureTables:
                 # [MQTT-3.3.1-1]: the same application message, not a new one.
                 earlier["retransmissions"] += 1
                 return
-        message = {
-            "capture": self.capture, "connection_id": rec.connection_id,
-            "client_id": conn.row["client_id"], "protocol_version": rec.protocol_version,
-            "direction": rec.direction, "ts": rec.ts, "stream_offset": rec.stream_offset,
-            "topic": rec.topic, "topic_from_alias": rec.topic_from_alias, "qos": qos,
-            "retain": bool(rec.retain), "dup": bool(rec.dup), "packet_id": rec.packet_id,
-            "payload_length": rec.payload_length, "payload": rec.payload,
-            "status": "incomplete" if qos else None, "retransmissions": 0,
-            "puback_ts": None, "pubrec_ts": None, "pubrel_ts": None, "pubcomp_ts": None,
-            "ack_reason_code": None, "completed_ts": None, "latency_ms": None,
-        }
+        # A copy of the template and the fields set one by one: half the time of a
+        # 24-key dict literal, for the one row made per PUBLISH.
+        message = self._message.copy()
+        message["connection_id"] = rec.connection_id
+        message["client_id"] = conn.row["client_id"]
+        message["protocol_version"] = rec.protocol_version
+        message["direction"] = rec.direction
+        message["ts"] = rec.ts
+        message["stream_offset"] = rec.stream_offset
+        message["topic"] = rec.topic
+        message["topic_from_alias"] = rec.topic_from_alias
+        message["qos"] = qos
+        message["retain"] = bool(rec.retain)
+        message["dup"] = bool(rec.dup)
+        message["packet_id"] = rec.packet_id
+        message["payload_length"] = rec.payload_length
+        message["payload"] = rec.payload
+        if qos:
+            message["status"] = "incomplete"
         if not qos:
             self.messages.append(message)
         else:

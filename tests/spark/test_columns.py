@@ -208,3 +208,10 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="one type code per column"):
         module.buffers([ROW], ["i8", "i32"], b"b", True)
     assert module.buffers([ROW], ["i8"], b"-", True) == [None]
+
+
+def test_a_message_row_starts_with_every_messages_column() -> None:
+    from mqttwire.spark.derive import _MESSAGE
+    from mqttwire.spark.schema import MESSAGES
+
+    assert list(_MESSAGE) == MESSAGES.names

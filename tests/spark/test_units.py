@@ -190,3 +190,27 @@ def test_summary_sentences_for_empty_sections() -> None:
                                            "topic cleared again")
     assert _retained_text(1, 3).startswith("3 retained PUBLISH packet(s) from clients; at the "
                                            "end of the captures 1 topic(s) hold")
+
+
+def test_the_collector_runs_less_often_while_a_capture_decodes_only() -> None:
+    import gc
+
+    from mqttwire.spark import batches
+    from mqttwire.spark.derive import CaptureTables
+
+    before = gc.get_threshold()
+    seen: list[int] = []
+
+    def records():  # type: ignore[no-untyped-def]
+        seen.append(gc.get_threshold()[0])
+        yield Record("gap", "c", connection_id="c#1", direction="c2s", ts=1, length=3)
+
+    assert [t for t, _ in batches.table_batches(records(), CaptureTables("c"))] == [
+        "packets", "errors", "connections"]
+    assert seen == [batches.GC_THRESHOLD] and gc.get_threshold() == before
+    # Also when the consumer stops early.
+    partial = batches.table_batches(records(), CaptureTables("c"))
+    next(partial)
+    assert gc.get_threshold()[0] == batches.GC_THRESHOLD
+    partial.close()
+    assert gc.get_threshold() == before
