@@ -157,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "tasks open by path only (not with --reader binaryfile).  Default 0: "
                    "never split, each file one task (faster on a few cores: see "
                    "docs/cluster.md)")
+    p.add_argument("--share-size", type=_bytes, default=None, metavar="SIZE",
+                   help="when the tasks write the tables, read a capture of at least SIZE "
+                   "bytes with several tasks at once (one per SIZE, at most one per core), "
+                   "each keeping a share of its TCP connections; the tables are the same.  "
+                   "0: never.  Default 32m")
     p.add_argument("--writer", choices=("auto", "tasks", "spark"), default="auto",
                    help="who writes the Parquet files: tasks (each decoding task writes "
                    "its own with pyarrow, the driver moves them into place; DIR must be a "
@@ -294,6 +299,8 @@ def _pipeline(args: argparse.Namespace) -> int:
         progress_interval=args.progress,
         summary_dir=args.summary_dir, driver_memory=args.driver_memory,
         executor_memory=args.executor_memory)
+    if args.share_size is not None:
+        options.share_size = args.share_size or None
     result = run_pipeline(options)
     # Exit status 1 when no input could be read at all; when only some could not, 0 (the
     # summary and the errors table name them).

@@ -27,6 +27,7 @@ from ..capture import Record, read_capture
 from .columns import Source, arrays
 from .derive import CaptureTables, Row
 from .schema import ERRORS, PACKETS, STAGED, TABLES
+from .shares import RETAIN_EVENTS, Share, ShareTables, records_of
 
 __all__ = ["BATCH_ROWS", "Batch", "Decoding", "FileStats", "capture_error_batches",
            "decode_capture", "packets_batch", "properties_json", "rows_batch", "stage",
@@ -126,18 +127,32 @@ def capture_error_batches(capture: str, error: str) -> list[Batch]:
 
 def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
                    payload_limit: int | None = None, version: int | None = None,
-                   stats: FileStats | None = None) -> Iterator[Batch]:
+                   stats: FileStats | None = None, share: Share | None = None
+                   ) -> Iterator[Batch]:
     """Decode the capture in ``f`` and yield ``(table, batch)`` for all its tables:
     packets (and errors) as they come, connections and messages as they finish,
     retained at the end; at most :data:`BATCH_ROWS` rows per batch.
 
     A corrupt file ends with a "capture_error" row (see
     :func:`~mqttwire.capture.read_capture`); ``stats``, if given, is updated (also when
-    decoding stops with an exception).
+    decoding stops with an exception).  ``share``: only the records of that share of
+    the connections, and ``retain_events`` instead of ``retained`` (:mod:`.shares`).
     """
     records = read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
                            version=version, stream_ends=True)
-    return table_batches(records, CaptureTables(name), stats)
+    if share is None or share.count == 1:
+        return table_batches(records, CaptureTables(name), stats)
+    return _share_batches(records, name, share, stats)
+
+
+def _share_batches(records: Iterable[Record], name: str, share: Share,
+                   stats: FileStats | None) -> Iterator[Batch]:
+    tables = ShareTables(name)
+    yield from table_batches(records_of(records, name, share), tables, stats)
+    events = tables.retain_events()
+    for start in range(0, len(events), BATCH_ROWS):
+        yield "retain_events", rows_batch("retain_events", events[start:start + BATCH_ROWS],
+                                          RETAIN_EVENTS)
 
 
 #: The cyclic garbage collector's first threshold while a capture decodes (CPython's

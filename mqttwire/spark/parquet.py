@@ -30,6 +30,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from .schema import TABLES
+from .shares import merge_retained
 
 __all__ = ["PARTITIONED", "ROW_GROUP_BYTES", "WRITTEN", "PartFiles", "commit",
            "partition_dir", "staging_root"]
@@ -168,6 +169,26 @@ class PartFiles:
             yield pa.RecordBatch.from_arrays(
                 [pa.array(column, field.type) for column, field in zip(zip(*rows), WRITTEN)],
                 schema=WRITTEN)
+
+
+def merge_events(root: str, written: Iterable[tuple[str, str, int]]
+                 ) -> list[tuple[str, str, int]]:
+    """``written`` with the ``retain_events`` files of tasks that read shares of a file
+    (.shares) replaced by the one retained file chosen from them (written under
+    ``root`` as a task's file would be)."""
+    rows: list[tuple[str, str, int]] = [(table, rel, n) for table, rel, n in written]
+    events = [rel for table, rel, _ in rows if table == "retain_events"]
+    rows = [row for row in rows if row[0] != "retain_events"]
+    if events:
+        table = merge_retained(pa.concat_tables(
+            pq.read_table(os.path.join(root, rel)) for rel in events))
+        rel = os.path.join(f"merged-{uuid.uuid4().hex}", "retained",
+                           f"part-00000-{uuid.uuid4().hex}.snappy.parquet")
+        if table.num_rows:
+            os.makedirs(os.path.dirname(os.path.join(root, rel)))
+            pq.write_table(table, os.path.join(root, rel), compression="snappy")
+            rows.append(("retained", rel, table.num_rows))
+    return rows
 
 
 def _file_schema(table: str) -> pa.Schema:

@@ -18,7 +18,9 @@ How it runs:
 3. With the output on a local path (one that every executor mounts, on a cluster) and
    no file split, the task writes its batches itself as Parquet part files of every
    table (:mod:`.parquet`; ``packets`` partitioned by capture) and returns only their
-   names; the driver moves them into place (``writer="tasks"``).  Otherwise (an
+   names; the driver moves them into place (``writer="tasks"``).  Then a file of at least
+   ``share_size`` bytes is read by several tasks, each keeping a share of its connections
+   (:mod:`.shares`), and the driver chooses the retained rows from theirs.  Otherwise (an
    ``hdfs:``/``s3a:`` output, a split file, or ``writer="spark"``) the task returns each
    batch *staged*: packed as one row (table name, the batch as a compressed Arrow IPC
    stream, :func:`~.batches.stage`); Spark persists these rows on disk only, and writes
@@ -68,10 +70,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from .batches import Batch, Decoding
+    from .shares import Share
     from .split import SplitRead
 
 __all__ = ["TABLE_NAMES", "Counters", "PipelineOptions",
-           "PipelineResult", "Tables", "read_tables", "run_pipeline"]
+           "PipelineResult", "SHARE_SIZE", "Tables", "read_tables", "run_pipeline"]
 
 #: The tables written, in order (each to OUT/<name>).
 TABLE_NAMES = ("packets", "connections", "messages", "retained", "errors")
@@ -81,6 +84,10 @@ ArrowMap = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
 #: What a decoding task does with its tables' batches: stage them for Spark
 #: (:func:`_stage_all`) or write them itself (:meth:`.parquet.PartFiles.write`).
 Output = Callable[[Iterable["Batch"]], Iterator["pa.RecordBatch"]]
+
+#: The default ``share_size``: below it, a task's start and a second read of the file
+#: cost more than a share saves (.shares).
+SHARE_SIZE = 32 << 20
 
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
 BINARY_FILE_LIMIT = (1 << 31) - 1
@@ -98,6 +105,9 @@ class PipelineOptions:
     version: int | None = None  # the level to assume where a CONNECT is missing
     reader: str = "auto"  # auto, stream, binaryfile
     split_size: int | None = None  # bytes; larger files are split (.split); None: never
+    #: bytes; a file at least this large is read by several tasks, each keeping a share
+    #: of its connections, when the tasks write the tables (.shares); None: never
+    share_size: int | None = SHARE_SIZE
     writer: str = "auto"  # tasks, spark, auto (see _write_directly)
     progress_interval: float = 5.0
     summary_dir: str | None = None  # default: OUT when local, else the current directory
@@ -195,21 +205,23 @@ def _clock(seconds: float) -> str:
 
 
 def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
-               counters: Counters) -> Iterator[Batch]:
-    """Decode one capture file into its tables' batches; any failure to read it becomes
-    its error row."""
+               counters: Counters, share: Share | None = None) -> Iterator[Batch]:
+    """Decode one capture file (``share`` of its connections: .shares) into its tables'
+    batches; any failure to read it becomes its error row."""
     from .batches import FileStats, capture_error_batches, decode_capture
 
     stats = FileStats()
+    first = share is None or share.index == 0  # the one task of the file that counts it
     try:
         with opener() as f:
             yield from decode_capture(f, name, ports=how.ports,
                                       payload_limit=how.payload_limit,
-                                      version=how.version, stats=stats)
+                                      version=how.version, stats=stats, share=share)
     except OSError as exc:
-        stats.errors += 1
-        yield from capture_error_batches(name, f"cannot read the file: "
-                                               f"{exc.strerror or exc}")
+        if first:
+            stats.errors += 1
+            yield from capture_error_batches(name, f"cannot read the file: "
+                                                   f"{exc.strerror or exc}")
     # A decoder bug must not cost the other files their results: it is reported as this
     # file's error row, with what to do about it.
     except Exception as exc:  # noqa: BLE001
@@ -217,8 +229,9 @@ def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
         yield from capture_error_batches(
             name, f"decoding stopped by {type(exc).__name__}: {exc} "
                   "(an mqttwire bug: please report it with the capture)")
-    counters.files.add(1)
-    counters.bytes.add(size)
+    if first:
+        counters.files.add(1)
+        counters.bytes.add(size)
     counters.records.add(stats.records)
     counters.packets.add(stats.packets)
     counters.errors.add(stats.errors)
@@ -233,19 +246,23 @@ def _stage_all(batches: Iterable[Batch]) -> Iterator[pa.RecordBatch]:
 
 
 def _stream_task(how: Decoding, counters: Counters, out: Output) -> ArrowMap:
-    """mapInArrow function over (name, path, size, problem) rows: open and stream each;
-    ``out`` turns the task's table batches into what the task returns."""
+    """mapInArrow function over (name, path, size, problem, share, shares) rows: open and
+    stream each (its share of the connections when ``shares`` > 1); ``out`` turns the
+    task's table batches into what the task returns."""
     def tables(batches: Iterator[pa.RecordBatch]) -> Iterator[Batch]:
         from .batches import capture_error_batches
+        from .shares import Share
 
         for batch in batches:
-            for name, path, size, problem in zip(*(c.to_pylist() for c in batch.columns)):
+            for name, path, size, problem, index, count in zip(
+                    *(c.to_pylist() for c in batch.columns)):
                 if problem is not None:
                     counters.files.add(1)
                     counters.errors.add(1)
                     yield from capture_error_batches(name, problem)
                     continue
-                yield from _file_task(name, partial(open, path, "rb"), size, how, counters)
+                yield from _file_task(name, partial(open, path, "rb"), size, how, counters,
+                                      Share(index, count) if count > 1 else None)
 
     return lambda batches: out(tables(batches))
 
@@ -296,22 +313,33 @@ def _plan(files: list[CaptureFile], reader: str) -> tuple[list[CaptureFile], lis
 
 
 def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reader: str,
-             counters: Counters, out: Output, out_schema: pa.Schema) -> DataFrame:
+             counters: Counters, out: Output, out_schema: pa.Schema,
+             share_size: int | None = None) -> DataFrame:
     """What the tasks return (``out`` of every table's batches, in ``out_schema``), one
-    task per file."""
+    task per file, or per share of a file of at least ``share_size`` bytes that tasks
+    open by path (.shares: the caller merges the ``retain_events`` rows)."""
     from pyspark.sql.pandas.types import from_arrow_schema
+
+    from .shares import share_count
 
     schema = from_arrow_schema(out_schema)
     stream, binary = _plan(files, reader)
     parts: list[DataFrame] = []
     if stream:
         # Largest first, so that one big file does not start last; parallelize() with one
-        # slice per element gives each file its own partition, hence its own task.
+        # slice per element gives each file (or share) its own partition, hence its own
+        # task.
         stream.sort(key=lambda f: -f.size)
-        rows = [(f.name, local_path(f.uri), f.size, f.problem) for f in stream]
+        cores = spark.sparkContext.defaultParallelism
+        rows = []
+        for f in stream:
+            count = 1 if f.problem is not None else share_count(f.size, share_size, cores)
+            rows += [(f.name, local_path(f.uri), f.size, f.problem, index, count)
+                     for index in range(count)]
         rdd = spark.sparkContext.parallelize(rows, len(rows))
         listing = spark.createDataFrame(
-            rdd, "name string, path string, size long, problem string")
+            rdd, "name string, path string, size long, problem string, share int, "
+                 "shares int")
         parts.append(listing.mapInArrow(_stream_task(how, counters, out), schema))
     if binary:
         # One file per partition: with the open cost as large as a whole partition,
@@ -460,19 +488,22 @@ class _Plan:
     whole: list[CaptureFile]
     #: The files read in byte ranges (the range reads done and checked), or None.
     split: SplitRead | None
+    #: Files at least this large are read in shares when the tasks write (.shares).
+    share_size: int | None = None
 
     @classmethod
     def make(cls, spark: SparkSession, inputs: Sequence[str], ports: Sequence[int],
              payload_limit: int | None, version: int | None, reader: str,
-             split_size: int | None) -> _Plan:
+             split_size: int | None, share_size: int | None = None) -> _Plan:
         from .batches import Decoding
         from .split import read_split
 
         if reader not in ("auto", "stream", "binaryfile"):
             raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
-        if split_size is not None and (not isinstance(split_size, int) or split_size < 1):
-            raise ValueError(f"split_size must be a positive number of bytes or None, "
-                             f"not {split_size!r}")
+        for option, value in (("split_size", split_size), ("share_size", share_size)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{option} must be a positive number of bytes or None, "
+                                 f"not {value!r}")
         files = list_inputs(spark, inputs)
         sc = spark.sparkContext
         counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
@@ -487,11 +518,14 @@ class _Plan:
             if big:
                 split = read_split(spark, big, split_size, how, counters)
                 whole = [f for f in files if all(f is not g for g in split.files)]
-        return cls(files, counters, how, reader, whole, split)
+        return cls(files, counters, how, reader, whole, split, share_size)
 
-    def decoded(self, spark: SparkSession, out: Output, schema: pa.Schema) -> DataFrame:
-        """The tasks of the files read whole, returning ``out`` of their batches."""
-        return _decoded(spark, self.whole, self.how, self.reader, self.counters, out, schema)
+    def decoded(self, spark: SparkSession, out: Output, schema: pa.Schema, *,
+                shares: bool = False) -> DataFrame:
+        """The tasks of the files read whole, returning ``out`` of their batches; with
+        ``shares``, large files in shares (.shares)."""
+        return _decoded(spark, self.whole, self.how, self.reader, self.counters, out, schema,
+                        self.share_size if shares else None)
 
 
 def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:
@@ -524,20 +558,22 @@ def _write_directly(spark: SparkSession, plan: _Plan, target: str, progress: _Pr
                     phase: Callable[[str], None]) -> dict[str, int]:
     """The tasks decode and write their files themselves (:mod:`.parquet`); the driver
     commits them.  Returns the rows per table, as the tasks reported them."""
-    from .parquet import WRITTEN, PartFiles, commit, staging_root
+    from .parquet import WRITTEN, PartFiles, commit, merge_events, staging_root
 
     if plan.split is not None:
         plan.split.unpersist()  # every file to split fell back to one task
     root = staging_root(target)
     phase("list")
     try:
-        written = []
+        reported: list[Any] = []  # WRITTEN rows
         if plan.whole:
             progress.start()
             try:
-                written = plan.decoded(spark, PartFiles(root).write, WRITTEN).collect()
+                reported = plan.decoded(spark, PartFiles(root).write, WRITTEN,
+                                        shares=True).collect()
             finally:
                 progress.stop()
+        written = merge_events(root, reported)
         phase("decode")
         counts = commit(target, root, written, TABLE_NAMES)
         phase("write")
@@ -600,7 +636,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
 
     try:
         plan = _Plan.make(spark, options.inputs, options.ports, options.payload_limit,
-                          options.version, options.reader, options.split_size)
+                          options.version, options.reader, options.split_size,
+                          options.share_size)
         files = plan.files
         for f in files:
             if f.problem is not None:

@@ -59,6 +59,7 @@ from ..capture.tcp import RST
 from .batches import BATCH_ROWS, Batch, Decoding, FileStats, rows_batch, table_batches
 from .derive import CaptureTables, RetainOrder, Row
 from .schema import RETAINED
+from .shares import RETAIN_EVENTS  # also every retained PUBLISH of a split capture
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -84,11 +85,6 @@ SEGMENTS = pa.schema([
 
 #: The frame that opened each TCP connection of a split capture (MQTT or not).
 OPENINGS = pa.schema([("capture", pa.string()), ("frame", pa.int64())])
-
-#: Every retained PUBLISH of a split capture, with its RetainOrder.
-RETAIN_EVENTS = pa.schema(list(RETAINED) + [
-    ("order_frame", pa.int64()), ("order_connection", pa.int64()),
-    ("order_seen", pa.int64())])
 
 #: The tables that a split decode returns besides the five (with the schemas of these).
 EXTRA_TABLES = {"openings": OPENINGS, "retain_events": RETAIN_EVENTS}

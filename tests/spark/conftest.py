@@ -118,15 +118,22 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
 
     try:
         # "stream" and "binaryfile" have their tasks write the tables (a local output
-        # directory), "spark-writer" and "split" Spark's writer.
-        for reader in ("stream", "binaryfile", "split", "spark-writer"):
+        # directory), "spark-writer" and "split" Spark's writer; "shares" is "stream"
+        # with every capture file read by two tasks, each keeping a share of its
+        # connections (every file is over a share size of 1 byte).
+        for reader in ("stream", "binaryfile", "split", "spark-writer", "shares"):
             out = tmp_path_factory.mktemp(f"out-{reader}")
+            extra: dict[str, Any] = {"split_size": SPLIT_SIZE} if reader == "split" else {}
+            if reader != "shares":
+                extra["share_size"] = None
+            else:
+                extra["share_size"] = 1
             options = PipelineOptions(captures.inputs, str(out), master="local[2]",
                                       payload_limit=4, progress_interval=0,
                                       reader="binaryfile" if reader == "binaryfile"
                                       else "stream",
                                       writer="spark" if reader == "spark-writer" else "auto",
-                                      **({"split_size": SPLIT_SIZE} if reader == "split" else {}))
+                                      **extra)
             run.results[reader] = run_pipeline(options, spark=spark)
             run.out[reader] = out
         run.frames = rows(read_tables(spark, captures.inputs))

@@ -234,6 +234,22 @@ def test_tasks_write_the_tables_that_spark_writes(local_run) -> None:
             == local_run.results["spark-writer"].summary_text.replace(str(spark), "OUT"))
 
 
+def test_files_read_in_shares_give_the_same_tables(local_run) -> None:
+    """Every capture read by two tasks, each keeping a share of the connections
+    (mqttwire.spark.shares): the tables, row for row, the totals and the summary of the
+    whole-file run."""
+    shares, whole = local_run.out["shares"], local_run.out["stream"]
+    for table in TABLES:
+        assert read_rows(shares, table) == read_rows(whole, table), table
+    assert read_rows(whole, "retained")  # one retained topic replaced across connections
+    a, b = local_run.results["shares"], local_run.results["stream"]
+    assert (a.records, a.packets, a.error_records, a.counts) == (
+        b.records, b.packets, b.error_records, b.counts)
+    assert (a.summary_text.replace(str(shares), "OUT")
+            == b.summary_text.replace(str(whole), "OUT"))
+    assert not (shares / "_temporary").exists()
+
+
 def test_partition_directories_are_named_as_spark_names_them(local_run) -> None:
     from conftest import PARTITION_NAMES
     from mqttwire.spark.parquet import partition_dir
