@@ -19,7 +19,9 @@ The scans need an exact ``str``: a ``str`` subclass is first copied to a plain o
 """
 
 cimport cython
-from cpython.unicode cimport PyUnicode_GET_LENGTH
+
+# The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
+from ._cdefs cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 
 from ._errors import ProtocolError
 from ._topic_rules import (
@@ -35,12 +37,6 @@ __all__ = [
     "TopicTree",
     "Matches",
 ]
-
-cdef extern from "Python.h":
-    # Macros over the str's canonical storage (1, 2 or 4 bytes per code point).
-    int PyUnicode_KIND(object) noexcept
-    void *PyUnicode_DATA(object) noexcept
-    Py_UCS4 PyUnicode_READ(int kind, const void *data, Py_ssize_t index) noexcept
 
 cdef enum:
     MAX_TOPIC_BYTES = 65535  # [MQTT-4.7.3-3]
