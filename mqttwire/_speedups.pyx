@@ -58,6 +58,7 @@ from ._constants import (
     V3_SUBACK_CODES,
     PacketType,
 )
+from ._docstrings import PREPARED_PUBLISH as _PREPARED_PUBLISH_DOC
 from ._docstrings import STREAM_DECODER as _STREAM_DECODER_DOC
 from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
 from ._fields import (
