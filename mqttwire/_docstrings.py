@@ -1,14 +1,15 @@
 """Docstrings that both twins give a class, written once.
 
-A text here is the ``__doc__`` of the class of that name in ``_pure`` and in
-``_speedups``: the pure class assigns it in its body, and the Cython class does the same
-(Cython sets a ``cdef class``'s ``__doc__`` from a class-body assignment when the class
-has no docstring literal of its own).  tests/test_parity.py still compares the two.
+A text here is the ``__doc__`` of the class of that name in both twins (``_pure`` and
+``_speedups``; for ``TOPIC_TREE``, ``_topics`` and ``_ctopics``).  The pure class assigns
+it in its body, and the Cython class does the same: Cython makes a class-body assignment
+to ``__doc__`` the ``cdef class``'s docstring when the class has no docstring literal of
+its own.  tests/test_parity.py still compares the two.
 """
 
 from __future__ import annotations
 
-__all__ = ["PREPARED_PUBLISH", "STREAM_DECODER"]
+__all__ = ["PREPARED_PUBLISH", "STREAM_DECODER", "TOPIC_TREE"]
 
 STREAM_DECODER = """Decodes a byte stream (one direction of a connection) into packets, whatever the
     chunking.
@@ -44,4 +45,24 @@ PREPARED_PUBLISH = """A PUBLISH prepared for forwarding to many subscribers.
     subscriber's own are added by ``encode()``).  A level 3/4 subscriber gets no
     properties; a v5 subscriber of a level 3/4 message gets an empty property block.  The
     topic must be the real topic: resolve an incoming alias first.
+    """
+
+TOPIC_TREE = """A subscription store for brokers: topic filters in a tree of levels, with ``+``
+    and ``#`` children, so that matching a topic name visits only the branches that can
+    match it, however many subscriptions there are.
+
+    Each subscription is a ``(filter, key, value)``: ``key`` names the subscriber
+    (typically its client identifier; any hashable), ``value`` is what the broker wants
+    back (a ``Subscription``, the granted QoS, ...).  The tree reads the subscription's
+    QoS from the value: the value itself when it is an int, else its ``qos`` attribute
+    (so ``mqttwire.Subscription`` objects work as they are).  A subscriber has at most one
+    subscription per filter: inserting again replaces it [MQTT-3.8.4-3].
+
+    Filters whose first level is ``$share`` are Shared Subscriptions (MQTT 5.0 §4.8.2),
+    whatever protocol level the subscriber speaks, as most brokers do; they are matched
+    on their inner filter and reported per group by :meth:`match`.
+
+    Not thread-safe: guard a tree shared between threads with a lock.  (The C twin
+    serialises the calls on one tree on free-threaded builds, so that misuse there cannot
+    crash the process, but that does not make a sequence of calls atomic.)
     """
