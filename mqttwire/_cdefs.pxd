@@ -1,6 +1,6 @@
 # The C declarations of the compiled modules, written once, and the one piece of C code they
-# share (read_varint, at the bottom): _speedups.pyx (with its include files) and
-# capture/_fast.pyx cimport what they use from here.  This .pxd has no .pyx of its own and
+# share (read_varint, at the bottom): _speedups.pyx (with its include files), _ctopics.pyx,
+# capture/_fast.pyx and spark/_columns.pyx cimport what they use from here.  This .pxd has no .pyx of its own and
 # builds no module, so a cimport from it adds nothing at run time: each module's C code
 # calls these functions and macros directly, and read_varint, an inline function, is
 # compiled into each module that uses it.
@@ -14,11 +14,15 @@ from cpython.object cimport PyObject, PyTypeObject
 
 
 cdef extern from "Python.h":
-    # str internals, for the codec's zero-copy ASCII reads and writes (_speedups).
+    # str internals, for the codec's zero-copy ASCII reads and writes (_speedups) and the
+    # topic scans over a str's code points (_ctopics).  Extern functions are noexcept.
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object text)
     bint PyUnicode_IS_COMPACT_ASCII(object text)
     Py_ssize_t PyUnicode_GET_LENGTH(object text)
+    # The canonical storage's width (1, 2 or 4 bytes per code point), and one code point.
+    int PyUnicode_KIND(object text)
+    Py_UCS4 PyUnicode_READ(int kind, const void* data, Py_ssize_t index)
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)

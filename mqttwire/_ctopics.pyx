@@ -19,8 +19,11 @@ The scans need an exact ``str``: a ``str`` subclass is first copied to a plain o
 """
 
 cimport cython
-from cpython.unicode cimport PyUnicode_GET_LENGTH
 
+# The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
+from ._cdefs cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
+
+from ._docstrings import TOPIC_TREE as _TOPIC_TREE_DOC
 from ._errors import ProtocolError
 from ._topic_rules import (
     SHARE, Matches, check_topic_filter, check_topic_name, qos_of, split_shared
@@ -35,12 +38,6 @@ __all__ = [
     "TopicTree",
     "Matches",
 ]
-
-cdef extern from "Python.h":
-    # Macros over the str's canonical storage (1, 2 or 4 bytes per code point).
-    int PyUnicode_KIND(object) noexcept
-    void *PyUnicode_DATA(object) noexcept
-    Py_UCS4 PyUnicode_READ(int kind, const void *data, Py_ssize_t index) noexcept
 
 cdef enum:
     MAX_TOPIC_BYTES = 65535  # [MQTT-4.7.3-3]
@@ -292,25 +289,8 @@ cdef class _Node:
 
 
 cdef class TopicTree:
-    """A subscription store for brokers: topic filters in a tree of levels, with ``+``
-    and ``#`` children, so that matching a topic name visits only the branches that can
-    match it, however many subscriptions there are.
-
-    Each subscription is a ``(filter, key, value)``: ``key`` names the subscriber
-    (typically its client identifier; any hashable), ``value`` is what the broker wants
-    back (a ``Subscription``, the granted QoS, ...).  The tree reads the subscription's
-    QoS from the value: the value itself when it is an int, else its ``qos`` attribute
-    (so ``mqttwire.Subscription`` objects work as they are).  A subscriber has at most one
-    subscription per filter: inserting again replaces it [MQTT-3.8.4-3].
-
-    Filters whose first level is ``$share`` are Shared Subscriptions (MQTT 5.0 §4.8.2),
-    whatever protocol level the subscriber speaks, as most brokers do; they are matched
-    on their inner filter and reported per group by :meth:`match`.
-
-    Not thread-safe: guard a tree shared between threads with a lock.  (The C twin
-    serialises the calls on one tree on free-threaded builds, so that misuse there cannot
-    crash the process, but that does not make a sequence of calls atomic.)
-    """
+    # The docstring, shared with the pure twin (a class-body assignment: see _docstrings).
+    __doc__ = _TOPIC_TREE_DOC
 
     cdef _Node _root
     cdef Py_ssize_t _count

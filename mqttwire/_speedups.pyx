@@ -20,7 +20,7 @@ This file holds the imports and the public names; the code is in the include fil
 at the bottom (tables, packet classes, encoding, decoding, StreamDecoder), one concern
 each, as ``_pure`` re-exports ``_pure_packets``, ``_pure_encode``, ``_pure_decode`` and
 ``_pure_stream``.  The C API declarations are in ``_cdefs.pxd``, shared with
-``capture/_fast.pyx``.
+``_ctopics.pyx`` and ``capture/_fast.pyx``.
 """
 
 cimport cython
@@ -58,6 +58,8 @@ from ._constants import (
     V3_SUBACK_CODES,
     PacketType,
 )
+from ._docstrings import PREPARED_PUBLISH as _PREPARED_PUBLISH_DOC
+from ._docstrings import STREAM_DECODER as _STREAM_DECODER_DOC
 from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
 from ._fields import (
     ACK,

@@ -585,23 +585,8 @@ cdef tuple _forwarding_parts(object publish):
 
 @cython.final
 cdef class PreparedPublish:
-    """A PUBLISH prepared for forwarding to many subscribers.
-
-    A broker sends one incoming message to every matching subscriber, each with its own
-    QoS (the lower of the message's and the subscription's), packet identifier, RETAIN flag
-    (0 to established subscriptions [MQTT-3.3.1-9], 1 for retained messages sent because a
-    subscription was just made [MQTT-3.3.1-8], as published under v5 Retain As Published),
-    DUP flag (decided afresh [MQTT-3.3.1-3]) and, in MQTT 5.0, subscription identifiers.
-    ``PreparedPublish(publish)`` validates and encodes the topic, the properties and the
-    payload once; ``encode()`` then writes each subscriber's packet, copying those bytes
-    once and re-validating nothing.
-
-    Forwarded properties are the message's own minus the Topic Alias (an alias belongs to
-    one connection, MQTT 5.0 §3.3.2.3.4) and minus any subscription identifiers (the
-    subscriber's own are added by ``encode()``).  A level 3/4 subscriber gets no
-    properties; a v5 subscriber of a level 3/4 message gets an empty property block.  The
-    topic must be the real topic: resolve an incoming alias first.
-    """
+    # The docstring, shared with the pure twin (a class-body assignment: see _docstrings).
+    __doc__ = _PREPARED_PUBLISH_DOC
 
     cdef public object publish
     # The parts of _forwarding.forwarding_parts; handed to _forwarding.encode_forwarded

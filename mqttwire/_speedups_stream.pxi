@@ -1,30 +1,16 @@
 # Included by _speedups.pyx (one extension module: these names are its own).
 #
 # StreamDecoder: the framing loop over the fixed header and body decoders of
-# _speedups_decode.pxi.  The twin of _pure_stream.py; its docstrings are the same text as
-# there (tests/test_parity.py compares them).  A cdef class's docstring must be a literal
-# written in the class, which is why the text appears in both files.
+# _speedups_decode.pxi.  The twin of _pure_stream.py.  Its class docstring is
+# _docstrings.STREAM_DECODER, which both twins assign; its methods' docstrings are the same
+# text as there (tests/test_parity.py compares them all).
 
 
 @cython.final
 cdef class StreamDecoder:
-    """Decodes a byte stream (one direction of a connection) into packets, whatever the
-    chunking.
-
-    ``version`` is the protocol level; None makes a server-side decoder that learns it from
-    the CONNECT that must come first [MQTT-3.1.0-1] (and refuses a second one
-    [MQTT-3.1.0-2]).  ``version`` stays readable and writable: a client-side decoder can be
-    told the level after the fact.  ``max_packet_size`` (whole packet, fixed header
-    included) is enforced from the fixed header alone, before the body is buffered.
-
-    Memory: at most one incomplete packet is kept between calls.  After an error the
-    decoder is broken for good: every later ``feed()`` raises the same error, since a
-    stream that lost its framing cannot be trusted again.  The error's ``offset`` is its
-    position in the whole stream, and its ``packets`` the packets that the failing call
-    completed before the bad bytes.
-
-    Not thread-safe: use one decoder per connection and thread.
-    """
+    # The docstring, shared with the pure twin: a class-body assignment, which Cython
+    # turns into the type's __doc__ (a docstring literal would have to repeat the text).
+    __doc__ = _STREAM_DECODER_DOC
 
     cdef public object version
     cdef public object max_packet_size

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from typing import Any
 
+from ._docstrings import TOPIC_TREE
 from ._errors import ProtocolError
 from ._topic_rules import (
     SHARE,
@@ -180,25 +181,8 @@ class _Node:
 
 
 class TopicTree:
-    """A subscription store for brokers: topic filters in a tree of levels, with ``+``
-    and ``#`` children, so that matching a topic name visits only the branches that can
-    match it, however many subscriptions there are.
-
-    Each subscription is a ``(filter, key, value)``: ``key`` names the subscriber
-    (typically its client identifier; any hashable), ``value`` is what the broker wants
-    back (a ``Subscription``, the granted QoS, ...).  The tree reads the subscription's
-    QoS from the value: the value itself when it is an int, else its ``qos`` attribute
-    (so ``mqttwire.Subscription`` objects work as they are).  A subscriber has at most one
-    subscription per filter: inserting again replaces it [MQTT-3.8.4-3].
-
-    Filters whose first level is ``$share`` are Shared Subscriptions (MQTT 5.0 §4.8.2),
-    whatever protocol level the subscriber speaks, as most brokers do; they are matched
-    on their inner filter and reported per group by :meth:`match`.
-
-    Not thread-safe: guard a tree shared between threads with a lock.  (The C twin
-    serialises the calls on one tree on free-threaded builds, so that misuse there cannot
-    crash the process, but that does not make a sequence of calls atomic.)
-    """
+    # The docstring, shared with the Cython twin, is _docstrings.TOPIC_TREE.
+    __doc__ = TOPIC_TREE
 
     def __init__(self) -> None:
         self._root = _Node()

@@ -23,6 +23,7 @@ from mqttwire import (
     ProtocolError,
 )
 from mqttwire._errors import rule
+from mqttwire._framing import frame_header
 
 CORPUS: dict[str, dict[str, Any]] = json.loads(
     (Path(__file__).parent / "vectors" / "valid.json").read_text()
@@ -341,3 +342,24 @@ def test_incomplete_stream_is_not_an_error(codec: ModuleType) -> None:
     assert dec.feed(b"") == []
     assert dec.feed(b"\x03\x00\x01") == []
     assert dec.feed(b"t" + PINGREQ) == [codec.Publish("t"), codec.PingReq()]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"\x30\x00", (2, 0)),
+        (b"\x30\x7f", (2, 127)),
+        (b"\x30\x80\x01", (3, 128)),
+        (b"\x30\xff\xff\xff\x7f", (5, 268_435_455)),  # the largest (MQTT 5.0 §1.5.5)
+        (b"\x30\x80\x00", (3, 0)),  # not the shortest form: framing lets it through
+        (b"\x30", None),
+        (b"\x30\x80\x80\x80", None),
+        (b"\x30\x80\x80\x80\x80", False),  # a fifth byte would be needed
+        (b"\x30\x80\x80\x80\x80\x01", False),
+    ],
+)
+def test_frame_header(data: bytes, expected: object) -> None:
+    """_framing.frame_header, the one Python reader of the Remaining Length (read_header
+    and the capture reader use it): its three outcomes, and the same at an offset."""
+    assert frame_header(data, 0, len(data)) == expected
+    assert frame_header(b"??" + data + b"\x00", 2, len(data) + 2) == expected

@@ -25,7 +25,7 @@ TYPED = [
     "mqttwire/_ctopics.pyi", "mqttwire/capture", "mqttwire/session", "mqttwire/_publish.py",
     "mqttwire/_forwarding.py", "mqttwire/_framing.py", "mqttwire/_topic_rules.py",
     "mqttwire/_fields.py", "mqttwire/_pure_packets.py", "mqttwire/_pure_encode.py",
-    "mqttwire/_pure_decode.py", "mqttwire/_pure_stream.py",
+    "mqttwire/_pure_decode.py", "mqttwire/_pure_stream.py", "mqttwire/_docstrings.py",
 ]
 
 

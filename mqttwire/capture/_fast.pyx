@@ -778,7 +778,8 @@ cdef class FastReader:
             else:
                 q = d + pos
                 hn = n - pos
-            # _fixed_header: (size, Remaining Length), more bytes needed, or too long
+            # As records._frame reads it with _framing.frame_header: (size, Remaining
+            # Length), more bytes needed, or too long
             found = read_varint(q, 1, hn, &length, &size)
             b0 = q[0]
             if found < 0:  # the codec will reject it; stop framing

@@ -51,10 +51,11 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 from .._constants import PACKET_NAMES
 from .._errors import MQTTWireError
+from .._framing import frame_header
 from .shared_slots import CONNECTION, DIRECTION
 from .tcp import TcpConnection, TcpReassembler, TcpStream
 
@@ -167,25 +168,9 @@ class Record:
 
 
 # ---------------------------------------------------------------------------------------
-# Fixed headers, read without the codec (for framing and resynchronisation)
-
-
-def _fixed_header(h: Any, pos: int = 0) -> tuple[int, int] | Literal[False] | None:
-    """Parse the fixed header at ``h[pos]``: (header length, Remaining Length), None if
-    ``h`` ends first, or False if the Remaining Length runs past its four bytes
-    (MQTT 5.0 §1.5.5)."""
-    n = len(h)
-    length = 0
-    shift = 0
-    for i in range(pos + 1, pos + 5):
-        if i >= n:
-            return None
-        byte = h[i]
-        length |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return i + 1 - pos, length
-        shift += 7
-    return False
+# Fixed headers, read without the codec (for framing and resynchronisation): the Remaining
+# Length by _framing.frame_header, the codec's lenient reader, and the first byte by the
+# rules below, which let through what the codec then reports as one bad packet.
 
 
 def _plausible_first_byte(b0: int, version: int) -> bool:
@@ -210,7 +195,7 @@ def looks_like_connect(data: Any) -> bool | None:
         return None
     if data[0] != 0x10:
         return False
-    header = _fixed_header(data[:5])
+    header = frame_header(data, 0, len(data))
     if header is None:
         return None
     if header is False:
@@ -234,7 +219,7 @@ def connect_level(head: bytes) -> int | None:
     """The protocol level byte of the CONNECT that ``head`` begins with, if it is one this
     codec knows (3, 4 or 5) and ``head`` holds it; else None."""
     if looks_like_connect(head):
-        header = _fixed_header(head[:5])
+        header = frame_header(head, 0, len(head))
         if header:
             pos = header[0]
             level = head[pos + 6] if head[pos + 2 : pos + 6] == b"MQTT" else head[pos + 8]
@@ -252,7 +237,7 @@ def _chain(buf: bytes, start: int, level: int, codec: ModuleType,
     pos = start
     good = bad = publishes = 0
     while pos < n:
-        header = _fixed_header(buf, pos)
+        header = frame_header(buf, pos, n)
         if header is None:
             break  # cut by the end of the window
         if header is False:
@@ -539,13 +524,13 @@ class _Direction:
             hdr = self.hdr
             if hdr:  # the header began in an earlier segment
                 h = hdr + bytes(data[pos : pos + 5 - len(hdr)])
-                header = _fixed_header(h)
+                header = frame_header(h, 0, len(h))
                 b0 = h[0]
             elif n - pos >= 2 and data[pos + 1] < 0x80:  # a one-byte Remaining Length
                 header = 2, data[pos + 1]
                 b0 = data[pos]
             else:
-                header = _fixed_header(data, pos)
+                header = frame_header(data, pos, n)
                 b0 = data[pos]
                 h = b""
             if header is None:  # the header goes on in the next segment (< 5 bytes here)
@@ -778,7 +763,7 @@ class _Direction:
         buf = self.rbuf
         if not _plausible_first_byte(buf[rel], version):
             return False
-        header = _fixed_header(buf[rel : rel + 5])
+        header = frame_header(buf, rel, len(buf))
         if header is None:
             return None
         if header is False:
