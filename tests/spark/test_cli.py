@@ -286,3 +286,26 @@ def test_pipeline_rejects_an_unknown_writer(capsys: pytest.CaptureFixture[str]) 
         main(["pipeline", "x.pcap", "--out", "o", "--writer", "hand"])
     assert exc.value.code == 2
     assert "argument --writer: invalid choice: 'hand'" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("given", "share_size"), [
+    ([], 32 << 20), (["--share-size", "64m"], 64 << 20), (["--share-size", "0"], None)])
+def test_pipeline_share_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                             given: list[str], share_size: int | None) -> None:
+    from mqttwire.spark import PipelineOptions
+
+    monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
+    seen: list[PipelineOptions] = []
+    monkeypatch.setattr("mqttwire.spark.run_pipeline",
+                        lambda options: seen.append(options) or _result(1, bad=0))
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path), *given]) == 0
+    assert seen[0].share_size == share_size
+
+
+def test_pipeline_rejects_a_share_size_that_is_no_size(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["pipeline", "x.pcap", "--out", "o", "--share-size", "big"])
+    assert exc.value.code == 2
+    assert "argument --share-size: not a size" in capsys.readouterr().err

@@ -114,3 +114,13 @@ def test_share_count() -> None:
     assert share_count(100 << 20, SHARE_SIZE, 8) == 3  # one per share size
     assert share_count(200 << 20, None, 8) == 1  # never
     assert share_count(5, 1, 1) == 1
+
+
+@pytest.mark.parametrize("share_size", [0, -5, 1.5, "32m"])
+def test_the_pipeline_refuses_a_bad_share_size(tmp_path: Path, share_size: Any) -> None:
+    from mqttwire.spark import PipelineOptions, run_pipeline
+
+    options = PipelineOptions(["x.pcap"], str(tmp_path), share_size=share_size)
+    with pytest.raises(ValueError, match="share_size must be a positive number of bytes"):
+        # Checked before Spark is used: no session is needed.
+        run_pipeline(options, spark=object())  # type: ignore[arg-type]
