@@ -192,6 +192,7 @@ def test_summary_sentences_for_empty_sections() -> None:
                                            "end of the captures 1 topic(s) hold")
 
 
+@pytest.mark.spark  # needs pyarrow
 def test_the_collector_runs_less_often_while_a_capture_decodes_only() -> None:
     import gc
 
