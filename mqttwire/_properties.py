@@ -4,7 +4,14 @@ reader and writer, shared by both implementations.
 ``Properties`` keeps only the properties that are present in its instance ``__dict__``;
 every other name reads as None from the class.  Most packets carry two or three
 properties out of twenty-seven, so this is both the smallest and the fastest layout to
-build when decoding (unlike ``__slots__``, which would need every slot set).
+build when decoding (unlike one slot per property, which would need every slot set).
+
+A ``Properties`` may also hold a property block (the bytes of MQTT 5.0 §2.2.2, without
+the length prefix) that is known to be valid for one packet type and to hold exactly its
+values: the block it was decoded from, or the one it was last encoded to.  Encoding and
+forwarding copy that block instead of writing the values again (see ``wire_block``).
+The extension decodes a property block into a ``Properties`` that holds only the block
+and builds the values on first access (``_speedups._DecodedProperties``).
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from ._wire import (
 # contract between the twins.
 __all__ = [
     "BOOLEAN_PROPERTIES", "NONZERO_PROPERTIES", "PROPERTY_NAMES", "PROPERTY_TABLE", "WILL",
-    "Properties", "decode_properties", "encode_properties", "same_properties",
+    "Properties", "decode_properties", "encode_properties", "forwarded_block", "keep_block",
+    "same_properties", "wire_block",
 ]
 
 #: Pseudo packet type for the Will Properties of CONNECT (MQTT 5.0 §3.1.3.2).
@@ -150,6 +158,20 @@ class Properties:
     Properties(message_expiry_interval=300, response_topic='response')
     """
 
+    # The property values live in __dict__ (only those present).  The slots hold the
+    # property block that these values came from or were encoded to, for reuse:
+    #   _wire: that block (bytes, without its length prefix), unset or None when none;
+    #   _kind: the packet type it was validated for (WILL for Will Properties): a block
+    #          is only reused for that type, since each type allows other properties;
+    #   _lists: None, or (name, copy, ...) of the list values (user_properties,
+    #          subscription_identifiers) when the block was taken, so that a list
+    #          changed in place is noticed before the block is reused (wire_block).
+    # Setting or deleting a property drops the block.
+    __slots__ = ("__dict__", "__weakref__", "_wire", "_kind", "_lists")
+    _wire: bytes | None
+    _kind: int
+    _lists: tuple[Any, ...] | None
+
     # Each property reads as None unless the instance sets it.
     payload_format_indicator: int | None = None
     message_expiry_interval: int | None = None
@@ -194,7 +216,22 @@ class Properties:
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in PROPERTY_NAMES:
             raise AttributeError(f"Properties has no property {name!r}")
-        object.__setattr__(self, name, value)
+        # Reading __dict__ makes a decoded Properties of the extension build its values
+        # first (any attribute read does), so the new value is not overwritten by them.
+        self.__dict__[name] = value
+        _DROP_BLOCK(self, None)
+
+    def __delattr__(self, name: str) -> None:
+        if name not in PROPERTY_NAMES or name not in self.__dict__:
+            raise AttributeError(name)
+        del self.__dict__[name]
+        _DROP_BLOCK(self, None)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The values, never the block: an unpickled (or copied) Properties is built from
+        # its values, as one made by the user is.  Pickles made before the slots existed
+        # (state: the instance dict) load the same way.
+        return (Properties, (), dict(self.items()))
 
     def items(self) -> list[tuple[str, Any]]:
         """The properties that are present, as (name, value), in identifier order."""
@@ -216,6 +253,90 @@ class Properties:
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={value!r}" for name, value in self.items())
         return f"Properties({inner})"
+
+
+# Set a slot, bypassing Properties.__setattr__ (which accepts property names only) and
+# any __getattribute__ of a subclass: the member descriptor's own setter.
+_SLOT = vars(Properties)  # the slots' member descriptors
+_DROP_BLOCK = _SET_WIRE = _SLOT["_wire"].__set__
+_SET_KIND = _SLOT["_kind"].__set__
+_SET_LISTS = _SLOT["_lists"].__set__
+_GET_WIRE = _SLOT["_wire"].__get__
+_GET_KIND = _SLOT["_kind"].__get__
+_GET_LISTS = _SLOT["_lists"].__get__
+
+
+def wire_block(props: Properties, ptype: int) -> bytes | None:
+    """The property block that ``props`` holds (without its length prefix) when it may be
+    copied into a packet of type ``ptype`` as it is: it was validated for that packet type
+    and no property has been set, deleted or (for the lists) changed in place since.
+    None otherwise.
+
+    Reads the slots through their descriptors, so it never makes a decoded Properties of
+    the extension build its values."""
+    try:
+        block = _GET_WIRE(props)
+        if block is None or _GET_KIND(props) != ptype:
+            return None
+        lists = _GET_LISTS(props)
+    except AttributeError:  # a slot never set: no block
+        return None
+    if lists:
+        d = props.__dict__
+        for i in range(0, len(lists), 2):
+            if d.get(lists[i]) != lists[i + 1]:
+                return None
+    return block  # type: ignore[no-any-return]
+
+
+def keep_block(props: Properties, block: bytes, ptype: int) -> None:
+    """Record ``block`` as the property block of ``props`` for packets of type ``ptype``
+    (the values are in ``props``; see wire_block)."""
+    d = props.__dict__
+    lists: tuple[Any, ...] | None = None
+    for name in ("subscription_identifiers", "user_properties"):
+        value = d.get(name)
+        if value is not None:
+            lists = (lists or ()) + (name, list(value))
+    _SET_WIRE(props, block)
+    _SET_KIND(props, int(ptype))  # an exact int: the extension compares it in C
+    _SET_LISTS(props, lists)
+
+
+def forwarded_block(block: bytes) -> tuple[int | None, bytes]:
+    """(Message Expiry Interval or None, the other properties) of a valid PUBLISH property
+    block, without the Topic Alias (an alias belongs to one connection, MQTT 5.0
+    §3.3.2.3.4) and the Subscription Identifiers (each subscriber gets its own,
+    §3.3.2.3.8): the forwarded part of the block, copied property by property, with no
+    property value built."""
+    expiry = None
+    out = bytearray()
+    pos, end = 0, len(block)
+    while pos < end:
+        start = pos
+        pid = block[pos]  # every defined identifier is one byte (below 0x80)
+        kind = PROPERTY_TABLE[pid][1]
+        pos += 1
+        if kind == BYTE:
+            pos += 1
+        elif kind == U16:
+            pos += 2
+        elif kind == U32:
+            pos += 4
+        elif kind == VARINT:
+            while block[pos] & 0x80:
+                pos += 1
+            pos += 1
+        elif kind == PAIR:
+            pos += 2 + int.from_bytes(block[pos : pos + 2], "big")
+            pos += 2 + int.from_bytes(block[pos : pos + 2], "big")
+        else:  # UTF8, BINARY
+            pos += 2 + int.from_bytes(block[pos : pos + 2], "big")
+        if pid == 0x02:
+            expiry = int.from_bytes(block[start + 1 : pos], "big")
+        elif pid != 0x0B and pid != 0x23:
+            out += block[start:pos]
+    return expiry, bytes(out)
 
 
 def _present(props: Properties) -> list[tuple[int, str, Any]]:
@@ -252,6 +373,7 @@ def decode_properties(
         raise overrun(pname, "property block", pos)
     props = Properties.__new__(Properties)
     d = props.__dict__
+    block_start = pos
     while pos < block_end:
         start = pos
         pid = data[pos]
@@ -329,6 +451,9 @@ def decode_properties(
             offset=block_end - length,
             rule=rule("auth_data_without_method", version),
         )
+    # One copy of the block (never a view of the caller's buffer, which may be a large
+    # receive buffer): encoding and forwarding copy it instead of writing the values.
+    keep_block(props, bytes(data[block_start:block_end]), ptype)
     return props, pos
 
 
@@ -348,11 +473,17 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
         return b"\x00"
     if not isinstance(props, Properties):
         raise TypeError(f"{pname}: properties must be Properties, not {type(props).__name__}")
+    block = wire_block(props, ptype)
+    if block is not None:  # validated for this packet type, and unchanged since
+        return encode_varint(len(block)) + block
     out = bytearray()
+    cacheable = True
     has_method = False
     has_data = False
     for pid, _, value in _present(props):
         kind, allowed, field, low, high, pack = _ENCODE[pid]
+        if type(value) not in _IMMUTABLE:
+            cacheable = False
         if ptype not in allowed:
             where = "will properties" if ptype == WILL else pname
             raise MalformedPacket(
@@ -379,6 +510,8 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
                 has_method = True
         elif kind == PAIR:
             for pair in value:
+                if type(pair) is not tuple:
+                    cacheable = False  # a list pair could change in place, unnoticed
                 if len(pair) != 2:
                     raise TypeError(f"{pname}: user properties must be (name, value) pairs")
                 out.append(pid)
@@ -402,7 +535,16 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
             "authentication data without an authentication method",
             rule=rule("auth_data_without_method", 5),
         )
+    if out and cacheable and type(props) is Properties:
+        # Kept for the next encode of the same Properties (wire_block checks it is
+        # unchanged); only for values that cannot change in place but the lists, whose
+        # copies wire_block compares.
+        keep_block(props, bytes(out), ptype)
     return encode_varint(len(out)) + out
+
+
+# Value types whose objects cannot change in place, and list (copied by keep_block).
+_IMMUTABLE = frozenset((int, str, bytes, list))
 
 
 def _check_int(pname: str, pid: int, field: str, kind: int, value: object) -> None:

@@ -28,14 +28,19 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Next
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport PyObject, PyObject_GenericGetAttr, PyTypeObject, Py_TYPE
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy, memmove
 
 from ._cdefs cimport (
     MQTTWIRE_MAX_REMAINING_LENGTH,
+    READONLY,
+    T_OBJECT_EX,
     PyBytes_FromStringAndSize,
+    PyMemberDef,
+    PyMemberDescrObject,
+    Py_SET_TYPE,
     PyLong_AsLongLongAndOverflow,
     PyObject_GenericGetDict,
     PyType_GenericNew,
