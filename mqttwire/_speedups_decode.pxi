@@ -16,7 +16,7 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
     cdef unsigned int qos = (b0 >> 1) & 3
     cdef unsigned char classes = 0
     cdef Publish pkt
-    cdef object properties = None
+    cdef object properties = None, raw = None
     cdef object packet_id = None
     if end - pos < 2:
         raise overrun(_PUBLISH, _TOPIC_NAME, pos)
@@ -55,7 +55,16 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
         if pos < end and p[pos] == 0:  # the common case: no properties
             pos += 1
         else:
-            properties, pos = _decode_properties(p, pos, end, 3, _PUBLISH)
+            i = pos
+            raw = _fast_block(p, &i, end, 3)  # kept as bytes until read
+            if raw is _BAIL:
+                raw = None
+                properties, pos = _decode_properties(p, pos, end, 3, _PUBLISH)
+            else:
+                pos = i
+        if tend == tstart and raw is not None:
+            properties = _raw_properties(raw, 3)  # for the Topic Alias, below
+            raw = None
         if tend == tstart and (properties is None or properties.topic_alias is None):
             raise ProtocolError(_PUBLISH, "topic name is empty and there is no topic alias",
                                 offset=tstart - 2, rule=rule("topic_alias_missing", version))
@@ -66,7 +75,8 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
     pkt.retain = True if b0 & 1 else False
     pkt.dup = True if b0 & 8 else False
     pkt.packet_id = packet_id
-    pkt.properties = properties
+    pkt._properties = properties
+    pkt._raw = raw
     return pkt
 
 
@@ -344,12 +354,15 @@ cdef bint _skip_str(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
     return True
 
 
-cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
-                             int ptype):
+cdef object _fast_block(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                        int ptype):
     """The property block at *pos (MQTT 5.0 §2.2.2), checked as the shared
-    decode_properties checks it: None when empty, else a _DecodedProperties that holds a
-    copy of the block and builds its values on first access; *pos moves past the block.
-    _BAIL for anything _scan_properties does not vouch for."""
+    decode_properties checks it: None when empty, else a copy of the block's properties
+    (bytes, without the length prefix); *pos moves past the block.  _BAIL for anything
+    _scan_properties does not vouch for.
+
+    The copy is the only thing kept: never a view of the input, which may be a large
+    receive buffer that the packet must not keep alive."""
     cdef Py_ssize_t i = pos[0], length, stop
     if not _read_varint(p, &i, end, &length):
         return _BAIL
@@ -361,13 +374,26 @@ cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t
         return _BAIL
     if not _scan_properties(p, i, stop, ptype, None):
         return _BAIL
-    props = PyType_GenericNew(_DECODED, NULL, NULL)
-    # One copy of the block, never a view of the input (which may be a large receive
-    # buffer that the Properties must not keep alive).
-    _slot_put(props, _WIRE_SLOT, PyBytes_FromStringAndSize(<const char*>p + i, length))
-    _slot_put(props, _KIND_SLOT, _PTYPE_INTS[ptype])
     pos[0] = stop
+    return PyBytes_FromStringAndSize(<const char*>p + i, length)
+
+
+cdef object _raw_properties(bytes raw, int ptype):
+    """The Properties of a checked block from _fast_block: a _DecodedProperties, which
+    builds its values on first access."""
+    props = PyType_GenericNew(_DECODED, NULL, NULL)
+    _slot_put(props, _WIRE_SLOT, raw)
+    _slot_put(props, _KIND_SLOT, _PTYPE_INTS[ptype])
     return props
+
+
+cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                             int ptype):
+    """_fast_block's block as a _DecodedProperties (None when empty, _BAIL as there)."""
+    raw = _fast_block(p, pos, end, ptype)
+    if raw is None or raw is _BAIL:
+        return raw
+    return _raw_properties(raw, ptype)
 
 
 cdef int _materialize(object props) except -1:
@@ -507,7 +533,7 @@ cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
     keep_alive = (p[pos + 1] << 8) | p[pos + 2]
     pos += 3
     if level == 5:
-        properties = _fast_properties(p, &pos, end, 1)
+        properties = _fast_block(p, &pos, end, 1)  # kept as bytes until read
         if properties is _BAIL:
             return _BAIL
     client_id = _read_str(p, &pos, end, 0)
@@ -515,7 +541,7 @@ cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
         return _BAIL
     if flags & 0x04:
         if level == 5:
-            will_props = _fast_properties(p, &pos, end, 16)  # 16: the Will Properties
+            will_props = _fast_block(p, &pos, end, 16)  # 16: the Will Properties
             if will_props is _BAIL:
                 return _BAIL
         topic = _read_str(p, &pos, end, 2)  # a topic name: no wildcards
@@ -529,7 +555,7 @@ cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
         will.payload = payload
         will.qos = (flags >> 3) & 3
         will.retain = True if flags & 0x20 else False
-        will.properties = will_props
+        will._raw = will_props
     if flags & 0x80:
         username = _read_str(p, &pos, end, 0)
         if username is _BAIL:
@@ -548,7 +574,7 @@ cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
     pkt.username = username
     pkt.password = password
     pkt.will = will
-    pkt.properties = properties
+    pkt._raw = properties
     return pkt
 
 

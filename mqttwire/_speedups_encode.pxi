@@ -309,6 +309,17 @@ cdef int _append_block(_Out* out, object props, int ptype) except -1:
     return 1
 
 
+cdef inline int _append_raw(_Out* out, bytes raw) except -1:
+    """Append the block a decoded packet kept (_fast_block), with its length prefix: 1,
+    or 0 when there is none."""
+    cdef unsigned char prefix[4]
+    if raw is None:
+        return 0
+    _put(out, prefix, _write_varint(prefix, PyBytes_GET_SIZE(raw)))
+    _put(out, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+    return 1
+
+
 cdef object _reusable_block(object props, int ptype):
     """_properties.wire_block in C: the block a Properties (or a _DecodedProperties) holds
     when it may be copied into a packet of type ``ptype`` as it is, else None."""
@@ -389,7 +400,8 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
             return 0
         w = will
         will_qos = _uint(w.qos, 2)
-        if will_qos < 0 or not w.topic or (version < 5 and w.properties):
+        if will_qos < 0 or not w.topic or (version < 5 and (w._raw is not None
+                                                           or w.properties)):
             return 0
         flags |= 0x04 | (<int>will_qos << 3) | (0x20 if w.retain else 0)
     if username is not None:
@@ -400,7 +412,7 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
         flags |= 0x40
     if pkt.clean_start:
         flags |= 0x02
-    if version < 5 and pkt.properties:
+    if version < 5 and (pkt._raw is not None or pkt.properties):
         return 0
     # Protocol Name (MQIsdp for 3.1, MQTT after), Protocol Level, Connect Flags, Keep Alive
     if version == 3:
@@ -410,12 +422,14 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
     _put1(body, version)
     _put1(body, flags)
     _put_u16(body, keep)
-    if version == 5 and not _append_block(body, pkt.properties, 1):
+    if version == 5 and not (_append_raw(body, pkt._raw)
+                             or _append_block(body, pkt.properties, 1)):
         return 0
     if not _utf8_field(body, pkt.client_id, False):
         return 0
     if w is not None:
-        if version == 5 and not _append_block(body, w.properties, 16):
+        if version == 5 and not (_append_raw(body, w._raw)
+                                 or _append_block(body, w.properties, 16)):
             return 0  # 16 above: the Will Properties
         if not _utf8_field(body, w.topic, True):  # a topic name: no wildcards, no U+0000
             return 0
@@ -530,10 +544,15 @@ cdef object _encode_publish(Publish pkt, object version_obj):
     if topic_utf8 == NULL or topic_len == 0 or topic_len > 0xFFFF or not _plain_text(
             topic_utf8, topic_len, True):
         return encode_publish(pkt, version)
-    props = pkt.properties
+    raw = pkt._raw
+    props = pkt._properties
     _out_init(&block, stack)
     try:
-        if props is not None:
+        if raw is not None:  # decoded, properties not read: copied as it is
+            if version != 5:
+                return encode_publish(pkt, version)  # which refuses it
+            _put(&block, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        elif props is not None:
             cls = Py_TYPE(props)
             if cls is not _DECODED and cls is not _PROPERTIES:
                 return encode_publish(pkt, version)
@@ -624,7 +643,7 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
 
 cdef tuple _forwarding_parts(object publish):
     """_forwarding.forwarding_parts for well-typed, valid publishes; None for the rest."""
-    cdef object props = publish.properties, payload = publish.payload, expiry = None
+    cdef object props, payload = publish.payload, expiry = None
     cdef _Prop items[32]
     cdef int count = 0
     cdef long long wire_expiry = -1
@@ -634,8 +653,14 @@ cdef tuple _forwarding_parts(object publish):
     cdef PyTypeObject* cls
     if type(payload) is not bytes or not publish.topic:
         return None
+    if type(publish) is Publish:
+        props = (<Publish>publish)._properties
+    else:
+        props = publish.properties
     wire = None
-    if props is not None:
+    if type(publish) is Publish and (<Publish>publish)._raw is not None:
+        wire = (<Publish>publish)._raw  # decoded, properties not read
+    elif props is not None:
         cls = Py_TYPE(props)
         if cls is not _DECODED and cls is not _PROPERTIES:
             return None
