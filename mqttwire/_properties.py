@@ -158,19 +158,19 @@ class Properties:
     Properties(message_expiry_interval=300, response_topic='response')
     """
 
-    # The property values live in __dict__ (only those present).  The slots hold the
-    # property block that these values came from or were encoded to, for reuse:
-    #   _wire: that block (bytes, without its length prefix), unset or None when none;
-    #   _kind: the packet type it was validated for (WILL for Will Properties): a block
-    #          is only reused for that type, since each type allows other properties;
-    #   _lists: None, or (name, copy, ...) of the list values (user_properties,
-    #          subscription_identifiers) when the block was taken, so that a list
-    #          changed in place is noticed before the block is reused (wire_block).
-    # Setting or deleting a property drops the block.
-    __slots__ = ("__dict__", "__weakref__", "_wire", "_kind", "_lists")
-    _wire: bytes | None
-    _kind: int
-    _lists: tuple[Any, ...] | None
+    # The property values live in __dict__ (only those present).  One slot, _wire, holds
+    # the property block that these values came from or were encoded to, for reuse:
+    # unset or None when there is none, else a tuple
+    #   (block, kind, name, copy, ...):
+    # the block (bytes, without its length prefix); the packet type it was validated for
+    # (WILL for Will Properties), since each type allows other properties and a block is
+    # only reused for its own; then the name and a copy of each list value
+    # (user_properties, subscription_identifiers) when the block was taken, so that a
+    # list changed in place is noticed before the block is reused (wire_block).  Setting
+    # or deleting a property drops the block.  One slot, not three: setting a slot from
+    # Python is a call, and the fallback does it on every decode of a block.
+    __slots__ = ("__dict__", "__weakref__", "_wire")
+    _wire: tuple[Any, ...] | None
 
     # Each property reads as None unless the instance sets it.
     payload_format_indicator: int | None = None
@@ -257,13 +257,9 @@ class Properties:
 
 # Set a slot, bypassing Properties.__setattr__ (which accepts property names only) and
 # any __getattribute__ of a subclass: the member descriptor's own setter.
-_SLOT = vars(Properties)  # the slots' member descriptors
+_SLOT = vars(Properties)  # the slot's member descriptor
 _DROP_BLOCK = _SET_WIRE = _SLOT["_wire"].__set__
-_SET_KIND = _SLOT["_kind"].__set__
-_SET_LISTS = _SLOT["_lists"].__set__
 _GET_WIRE = _SLOT["_wire"].__get__
-_GET_KIND = _SLOT["_kind"].__get__
-_GET_LISTS = _SLOT["_lists"].__get__
 
 
 def wire_block(props: Properties, ptype: int) -> bytes | None:
@@ -275,32 +271,38 @@ def wire_block(props: Properties, ptype: int) -> bytes | None:
     Reads the slots through their descriptors, so it never makes a decoded Properties of
     the extension build its values."""
     try:
-        block = _GET_WIRE(props)
-        if block is None or _GET_KIND(props) != ptype:
-            return None
-        lists = _GET_LISTS(props)
-    except AttributeError:  # a slot never set: no block
+        wire = _GET_WIRE(props)
+    except AttributeError:  # never set: no block
         return None
-    if lists:
+    if wire is None or wire[1] != ptype:
+        return None
+    if len(wire) > 2:
         d = props.__dict__
-        for i in range(0, len(lists), 2):
-            if d.get(lists[i]) != lists[i + 1]:
+        for i in range(2, len(wire), 2):
+            if d.get(wire[i]) != wire[i + 1]:
                 return None
-    return block  # type: ignore[no-any-return]
+    return wire[0]  # type: ignore[no-any-return]
+
+
+def _list_copies(d: dict[str, Any]) -> tuple[Any, ...]:
+    """(name, copy, ...) of the list values in a Properties' dict."""
+    lists: tuple[Any, ...] = ()
+    for name in ("subscription_identifiers", "user_properties"):
+        value = d.get(name)
+        if value is not None:
+            lists += (name, list(value))
+    return lists
+
+
+# The packet types (WILL included) as exact ints, for _kind: the extension compares it in
+# C, and the decoders pass IntEnum members.
+_KINDS = tuple(range(WILL + 1))
 
 
 def keep_block(props: Properties, block: bytes, ptype: int) -> None:
     """Record ``block`` as the property block of ``props`` for packets of type ``ptype``
     (the values are in ``props``; see wire_block)."""
-    d = props.__dict__
-    lists: tuple[Any, ...] | None = None
-    for name in ("subscription_identifiers", "user_properties"):
-        value = d.get(name)
-        if value is not None:
-            lists = (lists or ()) + (name, list(value))
-    _SET_WIRE(props, block)
-    _SET_KIND(props, int(ptype))  # an exact int: the extension compares it in C
-    _SET_LISTS(props, lists)
+    _SET_WIRE(props, (block, _KINDS[ptype]) + _list_copies(props.__dict__))
 
 
 def forwarded_block(block: bytes) -> tuple[int | None, bytes]:
@@ -453,7 +455,21 @@ def decode_properties(
         )
     # One copy of the block (never a view of the caller's buffer, which may be a large
     # receive buffer): encoding and forwarding copy it instead of writing the values.
-    keep_block(props, bytes(data[block_start:block_end]), ptype)
+    # keep_block, written out: this runs on every decode of a block.
+    block = data[block_start:block_end]
+    if type(block) is not bytes:
+        block = bytes(block)
+    pairs = d.get("user_properties")
+    if pairs is None:
+        ids = d.get("subscription_identifiers")
+        if ids is None:
+            _SET_WIRE(props, (block, _KINDS[ptype]))
+        else:
+            _SET_WIRE(props, (block, _KINDS[ptype], "subscription_identifiers", ids.copy()))
+    elif "subscription_identifiers" in d:
+        _SET_WIRE(props, (block, _KINDS[ptype]) + _list_copies(d))
+    else:
+        _SET_WIRE(props, (block, _KINDS[ptype], "user_properties", pairs.copy()))
     return props, pos
 
 

@@ -382,8 +382,7 @@ cdef object _raw_properties(bytes raw, int ptype):
     """The Properties of a checked block from _fast_block: a _DecodedProperties, which
     builds its values on first access."""
     props = PyType_GenericNew(_DECODED, NULL, NULL)
-    _slot_put(props, _WIRE_SLOT, raw)
-    _slot_put(props, _KIND_SLOT, _PTYPE_INTS[ptype])
+    _slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
     return props
 
 
@@ -401,30 +400,24 @@ cdef int _materialize(object props) except -1:
     Properties (which it then is for good: every later read is an ordinary attribute
     read).  The block stays, with copies of the lists, for encoding and forwarding
     (_properties.wire_block)."""
-    cdef PyObject* block
-    cdef PyObject* kind
+    cdef PyObject* wire
     cdef dict d
     if <PyTypeObject*>Py_TYPE(props) is not _DECODED:
         return 0
-    block = _slot_get(props, _WIRE_SLOT)
-    kind = _slot_get(props, _KIND_SLOT)
+    wire = _slot_get(props, _WIRE_SLOT)
     # The type changes first: a read of this object while the values are built (from a
     # finalizer that an allocation runs, say) must not build them a second time.
     _set_type(props, _PROPERTIES)
-    if block == NULL or kind == NULL or <object>block is None:
-        return 0  # nothing to build (not made by _fast_properties)
+    if wire == NULL or type(<object>wire) is not tuple:
+        return 0  # nothing to build (not made by _raw_properties)
+    block = (<tuple>wire)[0]
     d = PyObject_GenericGetDict(props, NULL)
-    if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(<object>block), 0,
-                            PyBytes_GET_SIZE(<object>block), <object>kind, d):
+    if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(block), 0,
+                            PyBytes_GET_SIZE(block), (<tuple>wire)[1], d):
         raise SystemError("mqttwire: a property block checked at decode time did not decode")
-    lists = None
-    ids = d.get(_SUBSCRIPTION_IDS)
-    if ids is not None:
-        lists = (_SUBSCRIPTION_IDS, list(ids))
-    pairs = d.get(_USER_PROPERTIES)
-    if pairs is not None:
-        lists = (lists or ()) + (_USER_PROPERTIES, list(pairs))
-    _slot_put(props, _LISTS_SLOT, lists)
+    lists = _list_copies(d)
+    if lists:
+        _slot_put(props, _WIRE_SLOT, <tuple>wire + lists)
     return 0
 
 
@@ -464,8 +457,6 @@ cdef Py_ssize_t _slot_offset(str name) except -1:
 
 
 cdef Py_ssize_t _WIRE_SLOT = _slot_offset("_wire")
-cdef Py_ssize_t _KIND_SLOT = _slot_offset("_kind")
-cdef Py_ssize_t _LISTS_SLOT = _slot_offset("_lists")
 cdef tuple _PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
 
 

@@ -323,36 +323,34 @@ cdef inline int _append_raw(_Out* out, bytes raw) except -1:
 cdef object _reusable_block(object props, int ptype):
     """_properties.wire_block in C: the block a Properties (or a _DecodedProperties) holds
     when it may be copied into a packet of type ``ptype`` as it is, else None."""
-    cdef PyObject* wire = _slot_get(props, _WIRE_SLOT)
-    cdef PyObject* kind
-    cdef PyObject* lists
+    cdef PyObject* slot = _slot_get(props, _WIRE_SLOT)
+    cdef tuple wire
     cdef Py_ssize_t j
-    if wire == NULL or <object>wire is None:
+    if slot == NULL or type(<object>slot) is not tuple:
         return None
-    kind = _slot_get(props, _KIND_SLOT)
-    if kind == NULL or _uint(<object>kind, 16) != ptype:
+    wire = <tuple>slot
+    if len(wire) < 2 or type(wire[0]) is not bytes or _uint(wire[1], 16) != ptype:
         return None
-    lists = _slot_get(props, _LISTS_SLOT)
-    if lists != NULL and <object>lists is not None:
+    if len(wire) > 2:
         # Lists changed in place since the block was taken: the block is stale.
         d = PyObject_GenericGetDict(props, NULL)
-        for j in range(0, len(<tuple>lists), 2):
-            value = d.get((<tuple>lists)[j])
-            if value is None or value != (<tuple>lists)[j + 1]:
+        for j in range(2, len(wire) - 1, 2):
+            value = d.get(wire[j])
+            if value is None or value != wire[j + 1]:
                 return None
-    return <object>wire
+    return wire[0]
 
 
-cdef object _list_copies(dict d):
-    """(name, copy, ...) of the list values of a Properties' dict, or None: what
-    _reusable_block compares to notice a list changed in place."""
-    lists = None
+cdef tuple _list_copies(dict d):
+    """(name, copy, ...) of the list values of a Properties' dict (_properties has the
+    same): what _reusable_block compares to notice a list changed in place."""
+    lists = ()
     ids = d.get(_SUBSCRIPTION_IDS)
     if ids is not None:
         lists = (_SUBSCRIPTION_IDS, list(ids))
     pairs = d.get(_USER_PROPERTIES)
     if pairs is not None:
-        lists = (lists or ()) + (_USER_PROPERTIES, list(pairs))
+        lists += (_USER_PROPERTIES, list(pairs))
     return lists
 
 
@@ -365,9 +363,8 @@ cdef int _keep_block(object props, const unsigned char* data, Py_ssize_t n,
     if Py_TYPE(props) is not _PROPERTIES:
         return 0
     lists = _list_copies(PyObject_GenericGetDict(props, NULL))
-    _slot_put(props, _WIRE_SLOT, PyBytes_FromStringAndSize(<const char*>data, n))
-    _slot_put(props, _KIND_SLOT, _PTYPE_INTS[ptype])
-    _slot_put(props, _LISTS_SLOT, lists)
+    _slot_put(props, _WIRE_SLOT,
+              (PyBytes_FromStringAndSize(<const char*>data, n), _PTYPE_INTS[ptype]) + lists)
     return 0
 
 

@@ -41,9 +41,10 @@ SHUFFLED_PROPS = Properties(
 def _wire(props: Properties) -> bytes | None:
     """The block a Properties holds (its slot, read without building any value)."""
     try:
-        return vars(Properties)["_wire"].__get__(props)  # type: ignore[no-any-return]
+        wire = vars(Properties)["_wire"].__get__(props)
     except AttributeError:
         return None
+    return None if wire is None else wire[0]  # type: ignore[no-any-return]
 
 
 def test_decoded_properties_read_like_built_ones(codec: ModuleType) -> None:
