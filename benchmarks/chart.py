@@ -74,8 +74,9 @@ def _ordered(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
         if g in reads:
             continue
         out.append(g)
-        if f"decode and read {g[len('decode '):]}" in reads:
-            out.append(f"decode and read {g[len('decode '):]}")
+        read = f"decode and read {g[len('decode '):]}"
+        if g.startswith("decode ") and read in reads:
+            out.append(read)
     return out + [g for g in reads if g not in out]
 
 

@@ -276,11 +276,19 @@ def wire_block(props: Properties, ptype: int) -> bytes | None:
         return None
     if wire is None or wire[1] != ptype:
         return None
+    d = props.__dict__
     if len(wire) > 2:
-        d = props.__dict__
         for i in range(2, len(wire), 2):
             if d.get(wire[i]) != wire[i + 1]:
                 return None
+    elif "user_properties" in d or "subscription_identifiers" in d:
+        # Lists built from the block without a copy (the extension does not copy them):
+        # compared with the block's own, decoded again.
+        data = encode_varint(len(wire[0])) + wire[0]
+        again = decode_properties(data, 0, len(data), ptype, "")[0]
+        if (again is None or d.get("user_properties") != again.user_properties
+                or d.get("subscription_identifiers") != again.subscription_identifiers):
+            return None
     return wire[0]  # type: ignore[no-any-return]
 
 

@@ -13,6 +13,11 @@ anything else to the shared reference code (``_cold``, ``_properties``, ``_publi
 word or order an error differently.  This module never imports ``_pure``: what the twins
 share lives in those modules, under public names, and is the contract between them.
 
+A decoded MQTT 5.0 property block is checked in full in C and kept as one copy of its
+bytes: PUBLISH, CONNECT and Will hold it until ``properties`` is read, the other packets in
+a ``_DecodedProperties`` that builds its values on first access.  Encoding and
+PreparedPublish copy such a block as it is (``_properties.wire_block`` says when they may).
+
 Every pointer read is preceded by an explicit length check (pointer indexing is never
 bounds-checked, whatever the directives).
 

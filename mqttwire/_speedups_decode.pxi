@@ -386,6 +386,18 @@ cdef object _raw_properties(bytes raw, int ptype):
     return props
 
 
+cdef object _built_properties(bytes raw, int ptype):
+    """The Properties of a checked block from _fast_block, its values built now: for the
+    packets that keep the bare block until ``properties`` is read (PUBLISH, CONNECT, Will),
+    whose reader is about to read a value."""
+    props = PyType_GenericNew(_PROPERTIES, NULL, NULL)
+    if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(raw), 0,
+                            PyBytes_GET_SIZE(raw), ptype, PyObject_GenericGetDict(props, NULL)):
+        raise SystemError("mqttwire: a property block checked at decode time did not decode")
+    _slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
+    return props
+
+
 cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
                              int ptype):
     """_fast_block's block as a _DecodedProperties (None when empty, _BAIL as there)."""
@@ -398,8 +410,8 @@ cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t
 cdef int _materialize(object props) except -1:
     """Build the values of a _DecodedProperties from its block and make it a plain
     Properties (which it then is for good: every later read is an ordinary attribute
-    read).  The block stays, with copies of the lists, for encoding and forwarding
-    (_properties.wire_block)."""
+    read).  The block stays for encoding and forwarding (_properties.wire_block, which
+    checks the lists against it before reusing it)."""
     cdef PyObject* wire
     cdef dict d
     if <PyTypeObject*>Py_TYPE(props) is not _DECODED:
@@ -415,9 +427,6 @@ cdef int _materialize(object props) except -1:
     if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(block), 0,
                             PyBytes_GET_SIZE(block), (<tuple>wire)[1], d):
         raise SystemError("mqttwire: a property block checked at decode time did not decode")
-    lists = _list_copies(d)
-    if lists:
-        _slot_put(props, _WIRE_SLOT, <tuple>wire + lists)
     return 0
 
 

@@ -331,13 +331,24 @@ cdef object _reusable_block(object props, int ptype):
     wire = <tuple>slot
     if len(wire) < 2 or type(wire[0]) is not bytes or _uint(wire[1], 16) != ptype:
         return None
+    if Py_TYPE(props) is _DECODED:  # no value built yet, so none changed
+        return wire[0]
+    d = PyObject_GenericGetDict(props, NULL)
     if len(wire) > 2:
         # Lists changed in place since the block was taken: the block is stale.
-        d = PyObject_GenericGetDict(props, NULL)
         for j in range(2, len(wire) - 1, 2):
             value = d.get(wire[j])
             if value is None or value != wire[j + 1]:
                 return None
+    elif _SUBSCRIPTION_IDS in d or _USER_PROPERTIES in d:
+        # Lists built from the block without a copy (a decoded block whose values were
+        # read): compared with the block's own, decoded again.
+        block_values = {}
+        _scan_properties(<const unsigned char*>PyBytes_AS_STRING(wire[0]), 0,
+                         PyBytes_GET_SIZE(wire[0]), ptype, block_values)
+        if (d.get(_SUBSCRIPTION_IDS) != block_values.get(_SUBSCRIPTION_IDS)
+                or d.get(_USER_PROPERTIES) != block_values.get(_USER_PROPERTIES)):
+            return None
     return wire[0]
 
 
@@ -398,7 +409,7 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
         w = will
         will_qos = _uint(w.qos, 2)
         if will_qos < 0 or not w.topic or (version < 5 and (w._raw is not None
-                                                           or w.properties)):
+                                                           or w._properties)):
             return 0
         flags |= 0x04 | (<int>will_qos << 3) | (0x20 if w.retain else 0)
     if username is not None:
@@ -409,7 +420,7 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
         flags |= 0x40
     if pkt.clean_start:
         flags |= 0x02
-    if version < 5 and (pkt._raw is not None or pkt.properties):
+    if version < 5 and (pkt._raw is not None or pkt._properties):
         return 0
     # Protocol Name (MQIsdp for 3.1, MQTT after), Protocol Level, Connect Flags, Keep Alive
     if version == 3:
@@ -419,14 +430,16 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
     _put1(body, version)
     _put1(body, flags)
     _put_u16(body, keep)
+    # The fields, not the properties attribute (a getter that would make the Properties
+    # of a decoded block); a decoded block is copied as it came.
     if version == 5 and not (_append_raw(body, pkt._raw)
-                             or _append_block(body, pkt.properties, 1)):
+                             or _append_block(body, pkt._properties, 1)):
         return 0
     if not _utf8_field(body, pkt.client_id, False):
         return 0
     if w is not None:
         if version == 5 and not (_append_raw(body, w._raw)
-                                 or _append_block(body, w.properties, 16)):
+                                 or _append_block(body, w._properties, 16)):
             return 0  # 16 above: the Will Properties
         if not _utf8_field(body, w.topic, True):  # a topic name: no wildcards, no U+0000
             return 0

@@ -38,11 +38,11 @@ cdef class Will:
         self._properties = properties
 
     # A decoded packet keeps its property block (checked at decode time) in _raw and
-    # makes the Properties on the first read of ``properties``; see _raw_properties.
+    # makes the Properties, its values built, on the first read of ``properties``.
     @property
     def properties(self):
         if self._raw is not None:
-            self._properties = _raw_properties(self._raw, 16)
+            self._properties = _built_properties(self._raw, 16)
             self._raw = None
         return self._properties
 
@@ -85,11 +85,11 @@ cdef class Connect(_PacketBase):
         self._properties = properties
 
     # A decoded packet keeps its property block (checked at decode time) in _raw and
-    # makes the Properties on the first read of ``properties``; see _raw_properties.
+    # makes the Properties, its values built, on the first read of ``properties``.
     @property
     def properties(self):
         if self._raw is not None:
-            self._properties = _raw_properties(self._raw, 1)
+            self._properties = _built_properties(self._raw, 1)
             self._raw = None
         return self._properties
 
@@ -161,11 +161,11 @@ cdef class Publish:
         self._properties = properties
 
     # A decoded packet keeps its property block (checked at decode time) in _raw and
-    # makes the Properties on the first read of ``properties``; see _raw_properties.
+    # makes the Properties, its values built, on the first read of ``properties``.
     @property
     def properties(self):
         if self._raw is not None:
-            self._properties = _raw_properties(self._raw, 3)
+            self._properties = _built_properties(self._raw, 3)
             self._raw = None
         return self._properties
 
