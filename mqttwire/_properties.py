@@ -260,6 +260,7 @@ class Properties:
 _SLOT = vars(Properties)  # the slot's member descriptor
 _DROP_BLOCK = _SET_WIRE = _SLOT["_wire"].__set__
 _GET_WIRE = _SLOT["_wire"].__get__
+_GET_DICT = object.__getattribute__
 
 
 def wire_block(props: Properties, ptype: int) -> bytes | None:
@@ -276,7 +277,9 @@ def wire_block(props: Properties, ptype: int) -> bytes | None:
         return None
     if wire is None or wire[1] != ptype:
         return None
-    d = props.__dict__
+    # The instance dict as object() reads it: an empty dict for a decoded Properties of
+    # the extension whose values are not built (and nothing built, nothing changed).
+    d = _GET_DICT(props, "__dict__")
     if len(wire) > 2:
         for i in range(2, len(wire), 2):
             if d.get(wire[i]) != wire[i + 1]:
