@@ -161,12 +161,14 @@ class Properties:
     # The property values live in __dict__ (only those present).  One slot, _wire, holds
     # the property block that these values came from or were encoded to, for reuse:
     # unset or None when there is none, else a tuple
-    #   (block, kind, name, copy, ...):
+    #   (block, kind, name, copy, ...) or (block, kind, None):
     # the block (bytes, without its length prefix); the packet type it was validated for
     # (WILL for Will Properties), since each type allows other properties and a block is
     # only reused for its own; then the name and a copy of each list value
-    # (user_properties, subscription_identifiers) when the block was taken, so that a
-    # list changed in place is noticed before the block is reused (wire_block).  Setting
+    # (user_properties, subscription_identifiers) when the block was taken, or None when
+    # the lists were built from the block without a copy (the extension, when reading):
+    # either way a list changed in place is noticed before the block is reused
+    # (wire_block).  Setting
     # or deleting a property drops the block.  One slot, not three: setting a slot from
     # Python is a call, and the fallback does it on every decode of a block.
     __slots__ = ("__dict__", "__weakref__", "_wire")
@@ -277,16 +279,18 @@ def wire_block(props: Properties, ptype: int) -> bytes | None:
         return None
     if wire is None or wire[1] != ptype:
         return None
+    if len(wire) == 2:
+        return wire[0]  # type: ignore[no-any-return]
     # The instance dict as object() reads it: an empty dict for a decoded Properties of
     # the extension whose values are not built (and nothing built, nothing changed).
     d = _GET_DICT(props, "__dict__")
-    if len(wire) > 2:
+    if len(wire) > 3:
         for i in range(2, len(wire), 2):
             if d.get(wire[i]) != wire[i + 1]:
                 return None
-    elif "user_properties" in d or "subscription_identifiers" in d:
-        # Lists built from the block without a copy (the extension does not copy them):
-        # compared with the block's own, decoded again.
+    elif d:
+        # (block, kind, None): lists built from the block without a copy (as the
+        # extension builds them): compared with the block's own, decoded again.
         data = encode_varint(len(wire[0])) + wire[0]
         again = decode_properties(data, 0, len(data), ptype, "")[0]
         if (again is None or d.get("user_properties") != again.user_properties

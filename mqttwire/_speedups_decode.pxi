@@ -390,12 +390,24 @@ cdef object _built_properties(bytes raw, int ptype):
     """The Properties of a checked block from _fast_block, its values built now: for the
     packets that keep the bare block until ``properties`` is read (PUBLISH, CONNECT, Will),
     whose reader is about to read a value."""
+    cdef dict d
     props = PyType_GenericNew(_PROPERTIES, NULL, NULL)
+    d = PyObject_GenericGetDict(props, NULL)
     if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(raw), 0,
-                            PyBytes_GET_SIZE(raw), ptype, PyObject_GenericGetDict(props, NULL)):
+                            PyBytes_GET_SIZE(raw), ptype, d):
         raise SystemError("mqttwire: a property block checked at decode time did not decode")
-    _slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
+    _slot_put(props, _WIRE_SLOT, _decoded_wire(raw, ptype, d))
     return props
+
+
+cdef inline tuple _decoded_wire(bytes raw, int ptype, dict d):
+    """The _wire slot of a Properties whose values were just built from ``raw``: with a
+    None after the packet type when there are lists, which are not copied (reading them is
+    what the caller is about to do) and which wire_block therefore checks against the
+    block itself before reusing it."""
+    if _SUBSCRIPTION_IDS in d or _USER_PROPERTIES in d:
+        return (raw, _PTYPE_INTS[ptype], None)
+    return (raw, _PTYPE_INTS[ptype])
 
 
 cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
@@ -427,6 +439,7 @@ cdef int _materialize(object props) except -1:
     if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(block), 0,
                             PyBytes_GET_SIZE(block), (<tuple>wire)[1], d):
         raise SystemError("mqttwire: a property block checked at decode time did not decode")
+    _slot_put(props, _WIRE_SLOT, _decoded_wire(block, (<tuple>wire)[1], d))
     return 0
 
 

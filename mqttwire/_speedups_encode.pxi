@@ -331,18 +331,18 @@ cdef object _reusable_block(object props, int ptype):
     wire = <tuple>slot
     if len(wire) < 2 or type(wire[0]) is not bytes or _uint(wire[1], 16) != ptype:
         return None
-    if Py_TYPE(props) is _DECODED:  # no value built yet, so none changed
-        return wire[0]
+    if len(wire) == 2 or Py_TYPE(props) is _DECODED:
+        return wire[0]  # no list to check, or no value built yet (so none changed)
     d = PyObject_GenericGetDict(props, NULL)
-    if len(wire) > 2:
+    if len(wire) > 3:
         # Lists changed in place since the block was taken: the block is stale.
         for j in range(2, len(wire) - 1, 2):
             value = d.get(wire[j])
             if value is None or value != wire[j + 1]:
                 return None
-    elif _SUBSCRIPTION_IDS in d or _USER_PROPERTIES in d:
-        # Lists built from the block without a copy (a decoded block whose values were
-        # read): compared with the block's own, decoded again.
+    else:
+        # (block, kind, None): lists built from the block without a copy (a decoded
+        # block whose values were read), compared with the block's own, decoded again.
         block_values = {}
         _scan_properties(<const unsigned char*>PyBytes_AS_STRING(wire[0]), 0,
                          PyBytes_GET_SIZE(wire[0]), ptype, block_values)
