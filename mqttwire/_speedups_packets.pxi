@@ -51,6 +51,11 @@ cdef class Will:
         self._properties = value
         self._raw = None
 
+    @properties.deleter
+    def properties(self):  # as `del` on a public cdef attribute: None
+        self._properties = None
+        self._raw = None
+
     # __eq__ and __repr__ from the class's field list (shared _fields module).  Written in
     # each class: Cython allows a freelist only on a class without a base class, so these
     # cannot come from a common base as in _pure.
@@ -96,6 +101,11 @@ cdef class Connect(_PacketBase):
     @properties.setter
     def properties(self, value):
         self._properties = value
+        self._raw = None
+
+    @properties.deleter
+    def properties(self):  # as `del` on a public cdef attribute: None
+        self._properties = None
         self._raw = None
 
     @property
@@ -172,6 +182,11 @@ cdef class Publish:
     @properties.setter
     def properties(self, value):
         self._properties = value
+        self._raw = None
+
+    @properties.deleter
+    def properties(self):  # as `del` on a public cdef attribute: None
+        self._properties = None
         self._raw = None
 
     def encode(self, version=5):
