@@ -8,7 +8,10 @@ object) the adapter says so.  An adapter answers, per operation:
   decode that packet type or protocol level (reported as n/a);
 - ``view(kind, native)``: the fields that the correctness check compares with mqttwire's;
 - ``encoder(op)``: ``(function, native packet)`` with ``function(native) -> bytes``, or None;
-- ``streamer(level)``: a function ``list of chunks -> number of packets``, or None.
+- ``streamer(level)``: a function ``list of chunks -> number of packets``, or None;
+- ``reader(op)``: decode, then read every field that ``view`` compares (what a consumer
+  of the packet pays, whatever the codec builds at decode time and what on access), or
+  None when the peer does not decode the packet.
 
 A peer is timed on an operation only after it decoded (or encoded) that packet correctly:
 ``check_decode`` / ``check_encode`` return None when it did, else what went wrong.
@@ -106,15 +109,17 @@ def reference_view(kind: str, p: Any) -> tuple:
     """The fields every peer must reproduce, read from an mqttwire packet."""
     if kind == "publish":
         pr = p.properties
+        if pr is None:
+            return (p.topic, bytes(p.payload), p.qos, p.packet_id, None, None, None, ())
         return (
             p.topic,
             bytes(p.payload),
             p.qos,
             p.packet_id,
-            pr.message_expiry_interval if pr else None,
-            pr.response_topic if pr else None,
-            pr.correlation_data if pr else None,
-            tuple(pr.user_properties or ()) if pr else (),
+            pr.message_expiry_interval,
+            pr.response_topic,
+            pr.correlation_data,
+            tuple(pr.user_properties or ()),
         )
     if kind == "puback":
         return (p.packet_id,)
@@ -186,6 +191,13 @@ class Peer:
 
     def streamer(self, level: int) -> Streamer | None:
         return None
+
+    def reader(self, op: Op) -> Decoder | None:
+        decode = self.decoder(op) if op.level in self.levels else None
+        if decode is None:
+            return None
+        view, kind = self.view, op.kind
+        return lambda data: view(kind, decode(data))
 
 
 class MqttWire(Peer):

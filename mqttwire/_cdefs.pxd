@@ -32,6 +32,8 @@ cdef extern from "Python.h":
     # type.__call__ allocates before __init__ (capture/_fast: a Record, filled slot by slot).
     object PyType_GenericNew(PyTypeObject* cls, PyObject* args, PyObject* kwds)
     object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t nitems)
+    # The type change of a decoded Properties once its values are built (_speedups).
+    void Py_SET_TYPE(object o, PyTypeObject* t)
     # A range check that cannot overflow: both modules hand a too-large int to Python code.
     long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
     # The singletons, compared by address when capture/_fast reads a slot it borrowed.

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._constants import MAX_REMAINING_LENGTH
 from ._errors import MalformedPacket, ProtocolError, rule
-from ._properties import Properties, encode_properties
+from ._properties import Properties, encode_properties, forwarded_block, wire_block
 from ._wire import (
     check_packet_id,
     check_subscription_identifiers,
@@ -61,7 +61,12 @@ def forwarding_parts(publish: Any) -> tuple[bytes, int | None, bytes, bytes]:
     expiry = None
     block = b""
     props = publish.properties
-    if props:
+    wire = wire_block(props, 3) if isinstance(props, Properties) else None
+    if wire is not None:
+        # A decoded (or already encoded) PUBLISH property block: copy what is forwarded
+        # from it, building no property value.
+        expiry, block = forwarded_block(wire)
+    elif props:
         kept = {
             k: v
             for k, v in props.items()

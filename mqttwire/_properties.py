@@ -4,7 +4,14 @@ reader and writer, shared by both implementations.
 ``Properties`` keeps only the properties that are present in its instance ``__dict__``;
 every other name reads as None from the class.  Most packets carry two or three
 properties out of twenty-seven, so this is both the smallest and the fastest layout to
-build when decoding (unlike ``__slots__``, which would need every slot set).
+build when decoding (unlike one slot per property, which would need every slot set).
+
+A ``Properties`` may also hold a property block (the bytes of MQTT 5.0 §2.2.2, without
+the length prefix) that is known to be valid for one packet type and to hold exactly its
+values: the block it was decoded from, or the one it was last encoded to.  Encoding and
+forwarding copy that block instead of writing the values again (see ``wire_block``).
+The extension decodes a property block into a ``Properties`` that holds only the block
+and builds the values on first access (``_speedups._DecodedProperties``).
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from ._wire import (
 # contract between the twins.
 __all__ = [
     "BOOLEAN_PROPERTIES", "NONZERO_PROPERTIES", "PROPERTY_NAMES", "PROPERTY_TABLE", "WILL",
-    "Properties", "decode_properties", "encode_properties", "same_properties",
+    "Properties", "decode_properties", "encode_properties", "forwarded_block", "keep_block",
+    "same_properties", "wire_block",
 ]
 
 #: Pseudo packet type for the Will Properties of CONNECT (MQTT 5.0 §3.1.3.2).
@@ -150,6 +158,22 @@ class Properties:
     Properties(message_expiry_interval=300, response_topic='response')
     """
 
+    # The property values live in __dict__ (only those present).  One slot, _wire, holds
+    # the property block that these values came from or were encoded to, for reuse:
+    # unset or None when there is none, else a tuple
+    #   (block, kind, name, copy, ...) or (block, kind, None):
+    # the block (bytes, without its length prefix); the packet type it was validated for
+    # (WILL for Will Properties), since each type allows other properties and a block is
+    # only reused for its own; then the name and a copy of each list value
+    # (user_properties, subscription_identifiers) when the block was taken, or None when
+    # the lists were built from the block without a copy (the extension, when reading):
+    # either way a list changed in place is noticed before the block is reused
+    # (wire_block).  Setting
+    # or deleting a property drops the block.  One slot, not three: setting a slot from
+    # Python is a call, and the fallback does it on every decode of a block.
+    __slots__ = ("__dict__", "__weakref__", "_wire")
+    _wire: tuple[Any, ...] | None
+
     # Each property reads as None unless the instance sets it.
     payload_format_indicator: int | None = None
     message_expiry_interval: int | None = None
@@ -194,7 +218,22 @@ class Properties:
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in PROPERTY_NAMES:
             raise AttributeError(f"Properties has no property {name!r}")
-        object.__setattr__(self, name, value)
+        # Reading __dict__ makes a decoded Properties of the extension build its values
+        # first (any attribute read does), so the new value is not overwritten by them.
+        self.__dict__[name] = value
+        _DROP_BLOCK(self, None)
+
+    def __delattr__(self, name: str) -> None:
+        if name not in PROPERTY_NAMES or name not in self.__dict__:
+            raise AttributeError(name)
+        del self.__dict__[name]
+        _DROP_BLOCK(self, None)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The values, never the block: an unpickled (or copied) Properties is built from
+        # its values, as one made by the user is.  Pickles made before the slots existed
+        # (state: the instance dict) load the same way.
+        return (Properties, (), dict(self.items()))
 
     def items(self) -> list[tuple[str, Any]]:
         """The properties that are present, as (name, value), in identifier order."""
@@ -216,6 +255,105 @@ class Properties:
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={value!r}" for name, value in self.items())
         return f"Properties({inner})"
+
+
+# Set a slot, bypassing Properties.__setattr__ (which accepts property names only) and
+# any __getattribute__ of a subclass: the member descriptor's own setter.
+_SLOT = vars(Properties)  # the slot's member descriptor
+_DROP_BLOCK = _SET_WIRE = _SLOT["_wire"].__set__
+_GET_WIRE = _SLOT["_wire"].__get__
+_GET_DICT = object.__getattribute__
+
+
+def wire_block(props: Properties, ptype: int) -> bytes | None:
+    """The property block that ``props`` holds (without its length prefix) when it may be
+    copied into a packet of type ``ptype`` as it is: it was validated for that packet type
+    and no property has been set, deleted or (for the lists) changed in place since.
+    None otherwise.
+
+    Reads the slots through their descriptors, so it never makes a decoded Properties of
+    the extension build its values."""
+    try:
+        wire = _GET_WIRE(props)
+    except AttributeError:  # never set: no block
+        return None
+    if wire is None or wire[1] != ptype:
+        return None
+    if len(wire) == 2:
+        return wire[0]  # type: ignore[no-any-return]
+    # The instance dict as object() reads it: an empty dict for a decoded Properties of
+    # the extension whose values are not built (and nothing built, nothing changed).
+    d = _GET_DICT(props, "__dict__")
+    if len(wire) > 3:
+        for i in range(2, len(wire), 2):
+            if d.get(wire[i]) != wire[i + 1]:
+                return None
+    elif d:
+        # (block, kind, None): lists built from the block without a copy (as the
+        # extension builds them): compared with the block's own, decoded again.
+        data = encode_varint(len(wire[0])) + wire[0]
+        again = decode_properties(data, 0, len(data), ptype, "")[0]
+        if (again is None or d.get("user_properties") != again.user_properties
+                or d.get("subscription_identifiers") != again.subscription_identifiers):
+            return None
+    return wire[0]  # type: ignore[no-any-return]
+
+
+def _list_copies(d: dict[str, Any]) -> tuple[Any, ...]:
+    """(name, copy, ...) of the list values in a Properties' dict."""
+    lists: tuple[Any, ...] = ()
+    for name in ("subscription_identifiers", "user_properties"):
+        value = d.get(name)
+        if value is not None:
+            lists += (name, list(value))
+    return lists
+
+
+# The packet types (WILL included) as exact ints, for _kind: the extension compares it in
+# C, and the decoders pass IntEnum members.
+_KINDS = tuple(range(WILL + 1))
+
+
+def keep_block(props: Properties, block: bytes, ptype: int) -> None:
+    """Record ``block`` as the property block of ``props`` for packets of type ``ptype``
+    (the values are in ``props``; see wire_block)."""
+    _SET_WIRE(props, (block, _KINDS[ptype]) + _list_copies(props.__dict__))
+
+
+def forwarded_block(block: bytes) -> tuple[int | None, bytes]:
+    """(Message Expiry Interval or None, the other properties) of a valid PUBLISH property
+    block, without the Topic Alias (an alias belongs to one connection, MQTT 5.0
+    §3.3.2.3.4) and the Subscription Identifiers (each subscriber gets its own,
+    §3.3.2.3.8): the forwarded part of the block, copied property by property, with no
+    property value built."""
+    expiry = None
+    out = bytearray()
+    pos, end = 0, len(block)
+    while pos < end:
+        start = pos
+        pid = block[pos]  # every defined identifier is one byte (below 0x80)
+        kind = PROPERTY_TABLE[pid][1]
+        pos += 1
+        if kind == BYTE:
+            pos += 1
+        elif kind == U16:
+            pos += 2
+        elif kind == U32:
+            pos += 4
+        elif kind == VARINT:
+            while block[pos] & 0x80:
+                pos += 1
+            pos += 1
+        elif kind == PAIR:
+            pos += 2 + int.from_bytes(block[pos : pos + 2], "big")
+            pos += 2 + int.from_bytes(block[pos : pos + 2], "big")
+        else:  # UTF8, BINARY
+            pos += 2 + int.from_bytes(block[pos : pos + 2], "big")
+        if pid == 0x02:
+            expiry = int.from_bytes(block[start + 1 : pos], "big")
+        elif pid != 0x0B and pid != 0x23:
+            out += block[start:pos]
+    return expiry, bytes(out)
 
 
 def _present(props: Properties) -> list[tuple[int, str, Any]]:
@@ -252,6 +390,7 @@ def decode_properties(
         raise overrun(pname, "property block", pos)
     props = Properties.__new__(Properties)
     d = props.__dict__
+    block_start = pos
     while pos < block_end:
         start = pos
         pid = data[pos]
@@ -329,6 +468,23 @@ def decode_properties(
             offset=block_end - length,
             rule=rule("auth_data_without_method", version),
         )
+    # One copy of the block (never a view of the caller's buffer, which may be a large
+    # receive buffer): encoding and forwarding copy it instead of writing the values.
+    # keep_block, written out: this runs on every decode of a block.
+    block = data[block_start:block_end]
+    if type(block) is not bytes:
+        block = bytes(block)
+    pairs = d.get("user_properties")
+    if pairs is None:
+        ids = d.get("subscription_identifiers")
+        if ids is None:
+            _SET_WIRE(props, (block, _KINDS[ptype]))
+        else:
+            _SET_WIRE(props, (block, _KINDS[ptype], "subscription_identifiers", ids.copy()))
+    elif "subscription_identifiers" in d:
+        _SET_WIRE(props, (block, _KINDS[ptype]) + _list_copies(d))
+    else:
+        _SET_WIRE(props, (block, _KINDS[ptype], "user_properties", pairs.copy()))
     return props, pos
 
 
@@ -348,11 +504,17 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
         return b"\x00"
     if not isinstance(props, Properties):
         raise TypeError(f"{pname}: properties must be Properties, not {type(props).__name__}")
+    block = wire_block(props, ptype)
+    if block is not None:  # validated for this packet type, and unchanged since
+        return encode_varint(len(block)) + block
     out = bytearray()
+    cacheable = True
     has_method = False
     has_data = False
     for pid, _, value in _present(props):
         kind, allowed, field, low, high, pack = _ENCODE[pid]
+        if type(value) not in _IMMUTABLE:
+            cacheable = False
         if ptype not in allowed:
             where = "will properties" if ptype == WILL else pname
             raise MalformedPacket(
@@ -379,6 +541,8 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
                 has_method = True
         elif kind == PAIR:
             for pair in value:
+                if type(pair) is not tuple:
+                    cacheable = False  # a list pair could change in place, unnoticed
                 if len(pair) != 2:
                     raise TypeError(f"{pname}: user properties must be (name, value) pairs")
                 out.append(pid)
@@ -402,7 +566,16 @@ def encode_properties(props: Properties | None, ptype: int, pname: str) -> bytes
             "authentication data without an authentication method",
             rule=rule("auth_data_without_method", 5),
         )
+    if out and cacheable and type(props) is Properties:
+        # Kept for the next encode of the same Properties (wire_block checks it is
+        # unchanged); only for values that cannot change in place but the lists, whose
+        # copies wire_block compares.
+        keep_block(props, bytes(out), ptype)
     return encode_varint(len(out)) + out
+
+
+# Value types whose objects cannot change in place, and list (copied by keep_block).
+_IMMUTABLE = frozenset((int, str, bytes, list))
 
 
 def _check_int(pname: str, pid: int, field: str, kind: int, value: object) -> None:

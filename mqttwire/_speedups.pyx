@@ -13,6 +13,11 @@ anything else to the shared reference code (``_cold``, ``_properties``, ``_publi
 word or order an error differently.  This module never imports ``_pure``: what the twins
 share lives in those modules, under public names, and is the contract between them.
 
+A decoded MQTT 5.0 property block is checked in full in C and kept as one copy of its
+bytes: PUBLISH, CONNECT and Will hold it until ``properties`` is read, the other packets in
+a ``_DecodedProperties`` that builds its values on first access.  Encoding and
+PreparedPublish copy such a block as it is (``_properties.wire_block`` says when they may).
+
 Every pointer read is preceded by an explicit length check (pointer indexing is never
 bounds-checked, whatever the directives).
 
@@ -28,14 +33,19 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Next
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport PyObject, PyObject_GenericGetAttr, PyTypeObject, Py_TYPE
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy, memmove
 
 from ._cdefs cimport (
     MQTTWIRE_MAX_REMAINING_LENGTH,
+    READONLY,
+    T_OBJECT_EX,
     PyBytes_FromStringAndSize,
+    PyMemberDef,
+    PyMemberDescrObject,
+    Py_SET_TYPE,
     PyLong_AsLongLongAndOverflow,
     PyObject_GenericGetDict,
     PyType_GenericNew,

@@ -16,7 +16,7 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
     cdef unsigned int qos = (b0 >> 1) & 3
     cdef unsigned char classes = 0
     cdef Publish pkt
-    cdef object properties = None
+    cdef object properties = None, raw = None
     cdef object packet_id = None
     if end - pos < 2:
         raise overrun(_PUBLISH, _TOPIC_NAME, pos)
@@ -55,7 +55,16 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
         if pos < end and p[pos] == 0:  # the common case: no properties
             pos += 1
         else:
-            properties, pos = _decode_properties(p, pos, end, 3, _PUBLISH)
+            i = pos
+            raw = _fast_block(p, &i, end, 3)  # kept as bytes until read
+            if raw is _BAIL:
+                raw = None
+                properties, pos = _decode_properties(p, pos, end, 3, _PUBLISH)
+            else:
+                pos = i
+        if tend == tstart and raw is not None:
+            properties = _raw_properties(raw, 3)  # for the Topic Alias, below
+            raw = None
         if tend == tstart and (properties is None or properties.topic_alias is None):
             raise ProtocolError(_PUBLISH, "topic name is empty and there is no topic alias",
                                 offset=tstart - 2, rule=rule("topic_alias_missing", version))
@@ -66,7 +75,8 @@ cdef object _decode_publish(const unsigned char* p, Py_ssize_t pos, Py_ssize_t e
     pkt.retain = True if b0 & 1 else False
     pkt.dup = True if b0 & 8 else False
     pkt.packet_id = packet_id
-    pkt.properties = properties
+    pkt._properties = properties
+    pkt._raw = raw
     return pkt
 
 
@@ -222,17 +232,138 @@ cdef object _read_bin(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end):
     return PyBytes_FromStringAndSize(<const char*>p + start, stop - start)
 
 
-cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
-                             int ptype):
-    """The property block at *pos (MQTT 5.0 §2.2.2) as the shared decode_properties reads
-    it: None when empty, else a Properties; *pos moves past the block.  _BAIL for
-    anything unusual: an unknown or misplaced identifier, a repeated one, a value out of
-    range, a Response Topic with a wildcard, Authentication Data without a Method."""
-    cdef Py_ssize_t i = pos[0], length, stop, value
+cdef int _scan_properties(const unsigned char* p, Py_ssize_t i, Py_ssize_t stop, int ptype,
+                          dict d) except -1:
+    """Check the properties in p[i:stop] (MQTT 5.0 §2.2.2) as the shared decode_properties
+    does: 1 when valid, 0 for anything unusual (an unknown or misplaced identifier, a
+    repeated one, a value out of range, a Response Topic with a wildcard, Authentication
+    Data without a Method), which the caller hands to the shared reader.  With a dict
+    ``d``, also store each value in it, under its Properties attribute name, as
+    decode_properties does; with None, build nothing (the check at decode time)."""
+    cdef Py_ssize_t value
     cdef int pid, kind
     cdef unsigned long long seen = 0, bit
     cdef unsigned int allowed_bit = 1u << ptype
-    cdef dict d
+    cdef bint build = d is not None
+    while i < stop:
+        pid = p[i]
+        if pid >= 0x80:
+            return 0
+        kind = _PROP_KIND[pid]
+        if kind < 0 or not _PROP_ALLOWED[pid] & allowed_bit:
+            return 0
+        # Every defined identifier is below 0x2B, so one 64-bit mask tracks repeats.  Only
+        # User Properties repeat, and Subscription Identifiers in PUBLISH (§3.3.2.3.8).
+        bit = 1ULL << pid
+        if seen & bit and pid != 0x26 and not (pid == 0x0B and ptype == 3):
+            return 0
+        seen |= bit
+        i += 1
+        if kind <= 3:  # BYTE, U16, U32, VARINT
+            if kind == 0:
+                if i >= stop:
+                    return 0
+                value = p[i]
+                i += 1
+            elif kind == 1:
+                if stop - i < 2:
+                    return 0
+                value = (p[i] << 8) | p[i + 1]
+                i += 2
+            elif kind == 2:
+                if stop - i < 4:
+                    return 0
+                value = ((<Py_ssize_t>p[i] << 24) | (p[i + 1] << 16) | (p[i + 2] << 8)
+                         | p[i + 3])
+                i += 4
+            elif not _read_varint(p, &i, stop, &value):
+                return 0
+            if (_PROP_FLAGS[pid] & 1 and value > 1) or (_PROP_FLAGS[pid] & 2 and value == 0):
+                return 0
+            if not build:
+                continue
+            if kind == 3:
+                ids = d.get(_SUBSCRIPTION_IDS)
+                if ids is None:
+                    d[_SUBSCRIPTION_IDS] = [value]
+                else:
+                    (<list>ids).append(value)
+            else:
+                d[_PROP_NAMES[pid]] = value
+        elif kind == 4:  # UTF-8; a Response Topic is a topic name [MQTT-3.3.2-14]
+            if not build:
+                if not _skip_str(p, &i, stop, 2 if pid == 0x08 else 0):
+                    return 0
+                continue
+            text = _read_str(p, &i, stop, 2 if pid == 0x08 else 0)
+            if text is _BAIL:
+                return 0
+            d[_PROP_NAMES[pid]] = text
+        elif kind == 5:
+            if not build:
+                if stop - i < 2 or stop - i - 2 < ((p[i] << 8) | p[i + 1]):
+                    return 0
+                i += 2 + ((p[i] << 8) | p[i + 1])
+                continue
+            data = _read_bin(p, &i, stop)
+            if data is _BAIL:
+                return 0
+            d[_PROP_NAMES[pid]] = data
+        else:  # a User Property: a string pair
+            if not build:
+                if not (_skip_str(p, &i, stop, 0) and _skip_str(p, &i, stop, 0)):
+                    return 0
+                continue
+            key = _read_str(p, &i, stop, 0)
+            if key is _BAIL:
+                return 0
+            text = _read_str(p, &i, stop, 0)
+            if text is _BAIL:
+                return 0
+            pairs = d.get(_USER_PROPERTIES)
+            if pairs is None:
+                d[_USER_PROPERTIES] = [(key, text)]
+            else:
+                (<list>pairs).append((key, text))
+    if seen & (1ULL << 0x16) and not seen & (1ULL << 0x15):
+        return 0  # Authentication Data without a Method (§3.1.2.11.10)
+    return 1
+
+
+cdef bint _skip_str(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                    unsigned char refuse) except -1:
+    """_read_str's checks without building the str: True (and *pos moved past it) when
+    the UTF-8 Encoded String at *pos is one _read_str would return."""
+    cdef Py_ssize_t start = pos[0] + 2, stop, i
+    cdef unsigned char classes = 0
+    if end - pos[0] < 2:
+        return False
+    stop = start + ((p[pos[0]] << 8) | p[pos[0] + 1])
+    if stop > end:
+        return False
+    for i in range(start, stop):
+        classes |= _TOPIC_CLASS[p[i]]
+    if classes & (1 | refuse):
+        return False
+    if classes & 4:  # non-ASCII (rare): Python's codec is the judge, as in _read_str
+        try:
+            PyUnicode_DecodeUTF8(<const char*>p + start, stop - start, NULL)
+        except UnicodeDecodeError:
+            return False
+    pos[0] = stop
+    return True
+
+
+cdef object _fast_block(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                        int ptype):
+    """The property block at *pos (MQTT 5.0 §2.2.2), checked as the shared
+    decode_properties checks it: None when empty, else a copy of the block's properties
+    (bytes, without the length prefix); *pos moves past the block.  _BAIL for anything
+    _scan_properties does not vouch for.
+
+    The copy is the only thing kept: never a view of the input, which may be a large
+    receive buffer that the packet must not keep alive."""
+    cdef Py_ssize_t i = pos[0], length, stop
     if not _read_varint(p, &i, end, &length):
         return _BAIL
     if length == 0:
@@ -241,78 +372,137 @@ cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t
     stop = i + length
     if stop > end:
         return _BAIL
+    if not _scan_properties(p, i, stop, ptype, None):
+        return _BAIL
+    pos[0] = stop
+    return PyBytes_FromStringAndSize(<const char*>p + i, length)
+
+
+cdef object _raw_properties(bytes raw, int ptype):
+    """The Properties of a checked block from _fast_block: a _DecodedProperties, which
+    builds its values on first access."""
+    props = PyType_GenericNew(_DECODED, NULL, NULL)
+    _slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
+    return props
+
+
+cdef object _built_properties(bytes raw, int ptype):
+    """The Properties of a checked block from _fast_block, its values built now: for the
+    packets that keep the bare block until ``properties`` is read (PUBLISH, CONNECT, Will),
+    whose reader is about to read a value."""
+    cdef dict d
     props = PyType_GenericNew(_PROPERTIES, NULL, NULL)
     d = PyObject_GenericGetDict(props, NULL)
-    while i < stop:
-        pid = p[i]
-        if pid >= 0x80:
-            return _BAIL
-        kind = _PROP_KIND[pid]
-        if kind < 0 or not _PROP_ALLOWED[pid] & allowed_bit:
-            return _BAIL
-        # Every defined identifier is below 0x2B, so one 64-bit mask tracks repeats.  Only
-        # User Properties repeat, and Subscription Identifiers in PUBLISH (§3.3.2.3.8).
-        bit = 1ULL << pid
-        if seen & bit and pid != 0x26 and not (pid == 0x0B and ptype == 3):
-            return _BAIL
-        seen |= bit
-        i += 1
-        name = _PROP_NAMES[pid]
-        if kind <= 3:  # BYTE, U16, U32, VARINT
-            if kind == 0:
-                if i >= stop:
-                    return _BAIL
-                value = p[i]
-                i += 1
-            elif kind == 1:
-                if stop - i < 2:
-                    return _BAIL
-                value = (p[i] << 8) | p[i + 1]
-                i += 2
-            elif kind == 2:
-                if stop - i < 4:
-                    return _BAIL
-                value = ((<Py_ssize_t>p[i] << 24) | (p[i + 1] << 16) | (p[i + 2] << 8)
-                         | p[i + 3])
-                i += 4
-            elif not _read_varint(p, &i, stop, &value):
-                return _BAIL
-            if (_PROP_FLAGS[pid] & 1 and value > 1) or (_PROP_FLAGS[pid] & 2 and value == 0):
-                return _BAIL
-            if kind == 3:
-                ids = d.get(_SUBSCRIPTION_IDS)
-                if ids is None:
-                    d[_SUBSCRIPTION_IDS] = [value]
-                else:
-                    (<list>ids).append(value)
-            else:
-                d[name] = value
-        elif kind == 4:  # UTF-8; a Response Topic is a topic name [MQTT-3.3.2-14]
-            text = _read_str(p, &i, stop, 2 if pid == 0x08 else 0)
-            if text is _BAIL:
-                return _BAIL
-            d[name] = text
-        elif kind == 5:
-            data = _read_bin(p, &i, stop)
-            if data is _BAIL:
-                return _BAIL
-            d[name] = data
-        else:  # a User Property: a string pair
-            key = _read_str(p, &i, stop, 0)
-            if key is _BAIL:
-                return _BAIL
-            text = _read_str(p, &i, stop, 0)
-            if text is _BAIL:
-                return _BAIL
-            pairs = d.get(_USER_PROPERTIES)
-            if pairs is None:
-                d[_USER_PROPERTIES] = [(key, text)]
-            else:
-                (<list>pairs).append((key, text))
-    if seen & (1ULL << 0x16) and not seen & (1ULL << 0x15):
-        return _BAIL  # Authentication Data without a Method (§3.1.2.11.10)
-    pos[0] = stop
+    if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(raw), 0,
+                            PyBytes_GET_SIZE(raw), ptype, d):
+        raise SystemError("mqttwire: a property block checked at decode time did not decode")
+    _slot_put(props, _WIRE_SLOT, _decoded_wire(raw, ptype, d))
     return props
+
+
+cdef inline tuple _decoded_wire(bytes raw, int ptype, dict d):
+    """The _wire slot of a Properties whose values were just built from ``raw``: with a
+    None after the packet type when there are lists, which are not copied (reading them is
+    what the caller is about to do) and which wire_block therefore checks against the
+    block itself before reusing it."""
+    if _SUBSCRIPTION_IDS in d or _USER_PROPERTIES in d:
+        return (raw, _PTYPE_INTS[ptype], None)
+    return (raw, _PTYPE_INTS[ptype])
+
+
+cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                             int ptype):
+    """_fast_block's block as a _DecodedProperties (None when empty, _BAIL as there)."""
+    raw = _fast_block(p, pos, end, ptype)
+    if raw is None or raw is _BAIL:
+        return raw
+    return _raw_properties(raw, ptype)
+
+
+cdef int _materialize(object props) except -1:
+    """Build the values of a _DecodedProperties from its block and make it a plain
+    Properties (which it then is for good: every later read is an ordinary attribute
+    read).  The block stays for encoding and forwarding (_properties.wire_block, which
+    checks the lists against it before reusing it)."""
+    cdef PyObject* wire
+    cdef dict d
+    if <PyTypeObject*>Py_TYPE(props) is not _DECODED:
+        return 0
+    wire = _slot_get(props, _WIRE_SLOT)
+    # The type changes first: a read of this object while the values are built (from a
+    # finalizer that an allocation runs, say) must not build them a second time.
+    _set_type(props, _PROPERTIES)
+    if wire == NULL or type(<object>wire) is not tuple:
+        return 0  # nothing to build (not made by _raw_properties)
+    block = (<tuple>wire)[0]
+    d = PyObject_GenericGetDict(props, NULL)
+    if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(block), 0,
+                            PyBytes_GET_SIZE(block), (<tuple>wire)[1], d):
+        raise SystemError("mqttwire: a property block checked at decode time did not decode")
+    _slot_put(props, _WIRE_SLOT, _decoded_wire(block, (<tuple>wire)[1], d))
+    return 0
+
+
+class _DecodedProperties(Properties):
+    """A Properties decoded from the wire whose values are not built yet.
+
+    It holds one copy of its property block, checked at decode time as the shared reader
+    checks it.  The first attribute read of any kind (a property, ``items()``, ``==``,
+    ``repr``, pickling, setting a property) builds every value, in C, and turns the object
+    into a plain ``Properties``; ``type()`` is the only thing that shows the difference
+    before that.  Encoding and forwarding copy the block without building the values."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name):
+        _materialize(self)
+        return PyObject_GenericGetAttr(self, name)
+
+
+cdef PyTypeObject* _DECODED = <PyTypeObject*>_DecodedProperties  # kept alive by the module
+# A _DecodedProperties becomes a Properties by a change of type (_set_type), which is sound
+# only while the two have the same layout (the subclass adds no slot).  Python's own check
+# of a __class__ assignment says whether they do, once, here.
+object.__setattr__(PyType_GenericNew(_DECODED, NULL, NULL), "__class__", Properties)
+
+
+cdef Py_ssize_t _slot_offset(str name) except -1:
+    """Where the Properties slot ``name`` sits in an instance, from its member descriptor
+    (the slots are declared in _properties.Properties.__slots__)."""
+    descr = Properties.__dict__.get(name)
+    if type(descr) is not types.MemberDescriptorType:
+        raise ImportError(f"Properties.{name} is not a slot")
+    cdef PyMemberDef* member = (<PyMemberDescrObject*>descr).d_member
+    if member.type != T_OBJECT_EX or member.flags & READONLY:
+        raise ImportError(f"Properties.{name} is not a writable object slot")
+    return member.offset
+
+
+cdef Py_ssize_t _WIRE_SLOT = _slot_offset("_wire")
+cdef tuple _PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
+
+
+cdef inline PyObject* _slot_get(object obj, Py_ssize_t off) noexcept:
+    """The slot's value, borrowed (NULL when it was never set)."""
+    return (<PyObject**>((<char*><PyObject*>obj) + off))[0]
+
+
+cdef inline void _slot_put(object obj, Py_ssize_t off, object value) noexcept:
+    """Store ``value`` in the slot, as its descriptor's setter does."""
+    cdef PyObject** slot = <PyObject**>((<char*><PyObject*>obj) + off)
+    cdef PyObject* old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    if old != NULL:
+        Py_DECREF(<object>old)
+
+
+cdef inline void _set_type(object obj, PyTypeObject* cls) noexcept:
+    """obj.__class__ = cls, for classes of the same layout (checked at import)."""
+    cdef PyTypeObject* old = Py_TYPE(obj)
+    Py_INCREF(<object>cls)
+    Py_SET_TYPE(obj, cls)
+    Py_DECREF(<object>old)
 
 
 cdef inline int _packet_id(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
@@ -356,7 +546,7 @@ cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
     keep_alive = (p[pos + 1] << 8) | p[pos + 2]
     pos += 3
     if level == 5:
-        properties = _fast_properties(p, &pos, end, 1)
+        properties = _fast_block(p, &pos, end, 1)  # kept as bytes until read
         if properties is _BAIL:
             return _BAIL
     client_id = _read_str(p, &pos, end, 0)
@@ -364,7 +554,7 @@ cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
         return _BAIL
     if flags & 0x04:
         if level == 5:
-            will_props = _fast_properties(p, &pos, end, 16)  # 16: the Will Properties
+            will_props = _fast_block(p, &pos, end, 16)  # 16: the Will Properties
             if will_props is _BAIL:
                 return _BAIL
         topic = _read_str(p, &pos, end, 2)  # a topic name: no wildcards
@@ -378,7 +568,7 @@ cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
         will.payload = payload
         will.qos = (flags >> 3) & 3
         will.retain = True if flags & 0x20 else False
-        will.properties = will_props
+        will._raw = will_props
     if flags & 0x80:
         username = _read_str(p, &pos, end, 0)
         if username is _BAIL:
@@ -397,7 +587,7 @@ cdef object _fast_connect(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
     pkt.username = username
     pkt.password = password
     pkt.will = will
-    pkt.properties = properties
+    pkt._raw = properties
     return pkt
 
 

@@ -271,14 +271,24 @@ cdef int _encode_properties(_Out* out, _Prop* items, int count, int ptype) excep
 cdef int _append_block(_Out* out, object props, int ptype) except -1:
     """Append a v5 property block (length prefix, then properties): 1, or 0 when the
     properties are not all well-typed and valid (the caller then hands the packet to the
-    reference encoder)."""
+    reference encoder).  A block that the Properties holds for this packet type (decoded,
+    or written by an earlier encode) is copied as it is; one written here is kept."""
     cdef _Prop items[32]
     cdef int count = 0
     cdef unsigned char stack[_STACK]
     cdef unsigned char prefix[4]
     cdef _Out block
+    cdef PyTypeObject* cls
     if props is not None:
-        if type(props) is not Properties:
+        cls = Py_TYPE(props)
+        if cls is _DECODED or cls is _PROPERTIES:
+            wire = _reusable_block(props, ptype)
+            if wire is not None:
+                _put(out, prefix, _write_varint(prefix, PyBytes_GET_SIZE(wire)))
+                _put(out, PyBytes_AS_STRING(wire), PyBytes_GET_SIZE(wire))
+                return 1
+            _materialize(props)  # decoded for another packet type: build the values
+        else:
             return 0
         count = _collect(props, items, 0)
         if count < 0:
@@ -292,10 +302,81 @@ cdef int _append_block(_Out* out, object props, int ptype) except -1:
             return 0
         _put(out, prefix, _write_varint(prefix, block.n))
         _put(out, block.p, block.n)
+        _keep_block(props, block.p, block.n, ptype)
     finally:
         _out_free(&block)
         _release(items, count)
     return 1
+
+
+cdef inline int _append_raw(_Out* out, bytes raw) except -1:
+    """Append the block a decoded packet kept (_fast_block), with its length prefix: 1,
+    or 0 when there is none."""
+    cdef unsigned char prefix[4]
+    if raw is None:
+        return 0
+    _put(out, prefix, _write_varint(prefix, PyBytes_GET_SIZE(raw)))
+    _put(out, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+    return 1
+
+
+cdef object _reusable_block(object props, int ptype):
+    """_properties.wire_block in C: the block a Properties (or a _DecodedProperties) holds
+    when it may be copied into a packet of type ``ptype`` as it is, else None."""
+    cdef PyObject* slot = _slot_get(props, _WIRE_SLOT)
+    cdef tuple wire
+    cdef Py_ssize_t j
+    if slot == NULL or type(<object>slot) is not tuple:
+        return None
+    wire = <tuple>slot
+    if len(wire) < 2 or type(wire[0]) is not bytes or _uint(wire[1], 16) != ptype:
+        return None
+    if len(wire) == 2 or Py_TYPE(props) is _DECODED:
+        return wire[0]  # no list to check, or no value built yet (so none changed)
+    d = PyObject_GenericGetDict(props, NULL)
+    if len(wire) > 3:
+        # Lists changed in place since the block was taken: the block is stale.
+        for j in range(2, len(wire) - 1, 2):
+            value = d.get(wire[j])
+            if value is None or value != wire[j + 1]:
+                return None
+    else:
+        # (block, kind, None): lists built from the block without a copy (a decoded
+        # block whose values were read), compared with the block's own, decoded again.
+        block_values = {}
+        _scan_properties(<const unsigned char*>PyBytes_AS_STRING(wire[0]), 0,
+                         PyBytes_GET_SIZE(wire[0]), ptype, block_values)
+        if (d.get(_SUBSCRIPTION_IDS) != block_values.get(_SUBSCRIPTION_IDS)
+                or d.get(_USER_PROPERTIES) != block_values.get(_USER_PROPERTIES)):
+            return None
+    return wire[0]
+
+
+cdef tuple _list_copies(dict d):
+    """(name, copy, ...) of the list values of a Properties' dict (_properties has the
+    same): what _reusable_block compares to notice a list changed in place."""
+    lists = ()
+    ids = d.get(_SUBSCRIPTION_IDS)
+    if ids is not None:
+        lists = (_SUBSCRIPTION_IDS, list(ids))
+    pairs = d.get(_USER_PROPERTIES)
+    if pairs is not None:
+        lists += (_USER_PROPERTIES, list(pairs))
+    return lists
+
+
+cdef int _keep_block(object props, const unsigned char* data, Py_ssize_t n,
+                     int ptype) except -1:
+    """Keep the block just written for a user-built Properties, for its next encode as
+    the same packet type.  Only values the C encoder accepted are here (int, str, bytes,
+    and lists of tuples of str or of ints): none can change in place but the lists,
+    whose copies are kept too."""
+    if Py_TYPE(props) is not _PROPERTIES:
+        return 0
+    lists = _list_copies(PyObject_GenericGetDict(props, NULL))
+    _slot_put(props, _WIRE_SLOT,
+              (PyBytes_FromStringAndSize(<const char*>data, n), _PTYPE_INTS[ptype]) + lists)
+    return 0
 
 
 cdef object _encode_connect(Connect pkt):
@@ -327,7 +408,8 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
             return 0
         w = will
         will_qos = _uint(w.qos, 2)
-        if will_qos < 0 or not w.topic or (version < 5 and w.properties):
+        if will_qos < 0 or not w.topic or (version < 5 and (w._raw is not None
+                                                           or w._properties)):
             return 0
         flags |= 0x04 | (<int>will_qos << 3) | (0x20 if w.retain else 0)
     if username is not None:
@@ -338,7 +420,7 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
         flags |= 0x40
     if pkt.clean_start:
         flags |= 0x02
-    if version < 5 and pkt.properties:
+    if version < 5 and (pkt._raw is not None or pkt._properties):
         return 0
     # Protocol Name (MQIsdp for 3.1, MQTT after), Protocol Level, Connect Flags, Keep Alive
     if version == 3:
@@ -348,12 +430,16 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
     _put1(body, version)
     _put1(body, flags)
     _put_u16(body, keep)
-    if version == 5 and not _append_block(body, pkt.properties, 1):
+    # The fields, not the properties attribute (a getter that would make the Properties
+    # of a decoded block); a decoded block is copied as it came.
+    if version == 5 and not (_append_raw(body, pkt._raw)
+                             or _append_block(body, pkt._properties, 1)):
         return 0
     if not _utf8_field(body, pkt.client_id, False):
         return 0
     if w is not None:
-        if version == 5 and not _append_block(body, w.properties, 16):
+        if version == 5 and not (_append_raw(body, w._raw)
+                                 or _append_block(body, w._properties, 16)):
             return 0  # 16 above: the Will Properties
         if not _utf8_field(body, w.topic, True):  # a topic name: no wildcards, no U+0000
             return 0
@@ -452,6 +538,7 @@ cdef object _encode_publish(Publish pkt, object version_obj):
     cdef _Out block
     cdef const char* topic_utf8
     cdef Py_ssize_t topic_len
+    cdef PyTypeObject* cls
     cdef long qos = <long>_uint(qos_obj, 2), packet_id = 0
 
     if qos < 0 or type(topic) is not str or type(payload) is not bytes or (
@@ -467,18 +554,33 @@ cdef object _encode_publish(Publish pkt, object version_obj):
     if topic_utf8 == NULL or topic_len == 0 or topic_len > 0xFFFF or not _plain_text(
             topic_utf8, topic_len, True):
         return encode_publish(pkt, version)
-    props = pkt.properties
-    if props is not None:
-        if type(props) is not Properties:
-            return encode_publish(pkt, version)
-        count = _collect(props, items, 0)
-        if count < 0:
-            return encode_publish(pkt, version)
+    raw = pkt._raw
+    props = pkt._properties
     _out_init(&block, stack)
     try:
-        # An empty Properties counts as none; properties before 5.0 are refused.
-        if count and (version != 5 or not _encode_properties(&block, items, count, 3)):
-            return encode_publish(pkt, version)
+        if raw is not None:  # decoded, properties not read: copied as it is
+            if version != 5:
+                return encode_publish(pkt, version)  # which refuses it
+            _put(&block, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        elif props is not None:
+            cls = Py_TYPE(props)
+            if cls is not _DECODED and cls is not _PROPERTIES:
+                return encode_publish(pkt, version)
+            wire = _reusable_block(props, 3)
+            if wire is not None:  # decoded, or encoded before: copied as it is
+                if version != 5:
+                    return encode_publish(pkt, version)  # which refuses it
+                _put(&block, PyBytes_AS_STRING(wire), PyBytes_GET_SIZE(wire))
+            else:
+                _materialize(props)
+                count = _collect(props, items, 0)
+                if count < 0:
+                    return encode_publish(pkt, version)
+                # An empty Properties counts as none; properties before 5.0 are refused.
+                if count and (version != 5 or not _encode_properties(&block, items, count, 3)):
+                    return encode_publish(pkt, version)
+                if count:
+                    _keep_block(props, block.p, block.n, 3)
         return _write_publish(pkt, version, qos, packet_id, topic_utf8, topic_len, payload,
                               &block)
     finally:
@@ -551,29 +653,49 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
 
 cdef tuple _forwarding_parts(object publish):
     """_forwarding.forwarding_parts for well-typed, valid publishes; None for the rest."""
-    cdef object props = publish.properties, payload = publish.payload, expiry = None
+    cdef object props, payload = publish.payload, expiry = None
     cdef _Prop items[32]
     cdef int count = 0
+    cdef long long wire_expiry = -1
     cdef unsigned char topic_stack[_STACK]
     cdef unsigned char props_stack[_STACK]
     cdef _Out topic, block
+    cdef PyTypeObject* cls
     if type(payload) is not bytes or not publish.topic:
         return None
-    if props is not None:
-        if type(props) is not Properties:
+    if type(publish) is Publish:
+        props = (<Publish>publish)._properties
+    else:
+        props = publish.properties
+    wire = None
+    if type(publish) is Publish and (<Publish>publish)._raw is not None:
+        wire = (<Publish>publish)._raw  # decoded, properties not read
+    elif props is not None:
+        cls = Py_TYPE(props)
+        if cls is not _DECODED and cls is not _PROPERTIES:
             return None
-        expiry = props.message_expiry_interval
-        # Everything but what each subscriber gets anew: Message Expiry Interval (0x02),
-        # Subscription Identifiers (0x0B) and the connection's own Topic Alias (0x23).
-        count = _collect(props, items, (1ULL << 0x02) | (1ULL << 0x0B) | (1ULL << 0x23))
-        if count < 0:
-            return None
+        wire = _reusable_block(props, 3)  # a PUBLISH block, decoded or encoded before
+        if wire is None:
+            _materialize(props)
+            expiry = props.message_expiry_interval
+            # Everything but what each subscriber gets anew: Message Expiry Interval
+            # (0x02), Subscription Identifiers (0x0B) and the connection's own Topic Alias
+            # (0x23).
+            count = _collect(props, items, (1ULL << 0x02) | (1ULL << 0x0B) | (1ULL << 0x23))
+            if count < 0:
+                return None
     _out_init(&topic, topic_stack)
     _out_init(&block, props_stack)
     try:
         if not _utf8_field(&topic, publish.topic, True):  # a topic name: no wildcards
             return None
-        if count and not _encode_properties(&block, items, count, 3):
+        if wire is not None:
+            wire_expiry = _forwarded_block(&block, wire)
+            if wire_expiry < -1:
+                return None
+            if wire_expiry >= 0:
+                expiry = wire_expiry
+        elif count and not _encode_properties(&block, items, count, 3):
             return None
         return (PyBytes_FromStringAndSize(<char*>topic.p, topic.n), expiry,
                 PyBytes_FromStringAndSize(<char*>block.p, block.n), payload)
@@ -581,6 +703,73 @@ cdef tuple _forwarding_parts(object publish):
         _out_free(&topic)
         _out_free(&block)
         _release(items, count)
+
+
+cdef long long _forwarded_block(_Out* out, bytes wire) except? -3:
+    """_properties.forwarded_block in C: append the properties of a valid PUBLISH block
+    that are forwarded as they are (all but the Message Expiry Interval, the Subscription
+    Identifiers and the Topic Alias, which each subscriber gets anew), property by
+    property, building no value.  Returns the Message Expiry Interval, -1 when there is
+    none, -2 when the block is not one this walk understands (the caller then leaves it
+    to the reference code)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(wire)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(wire), i = 0, start
+    cdef long long expiry = -1
+    cdef int pid, kind, k
+    while i < n:
+        start = i
+        pid = p[i]
+        i += 1
+        if pid >= 0x80 or _PROP_KIND[pid] < 0:
+            return -2
+        kind = _PROP_KIND[pid]
+        if kind == 0:  # BYTE
+            i += 1
+        elif kind == 1:  # U16
+            i += 2
+        elif kind == 2:  # U32
+            i += 4
+        elif kind == 3:  # VARINT
+            while i < n and p[i] & 0x80:
+                i += 1
+            i += 1
+        else:  # UTF-8 or Binary Data: a two-byte length; a User Property: two of them
+            for k in range(2 if kind == 6 else 1):
+                if n - i < 2:
+                    return -2
+                i += 2 + ((p[i] << 8) | p[i + 1])
+        if i > n:
+            return -2
+        if pid == 0x02:
+            expiry = ((<long long>p[start + 1] << 24) | (p[start + 2] << 16)
+                      | (p[start + 3] << 8) | p[start + 4])
+        elif pid != 0x0B and pid != 0x23:
+            _put(out, p + start, i - start)
+    return expiry
+
+
+cdef object _subscription_ids(object idents):
+    """The Subscription Identifier properties of one subscriber's copy (MQTT 5.0
+    §3.3.2.3.8: identifier 0x0B, then a Variable Byte Integer in 1..268,435,455), when
+    ``idents`` is a list or tuple of such ints; None for anything else, which the
+    reference code (check_subscription_identifiers) then accepts or refuses."""
+    cdef unsigned char stack[_STACK]
+    cdef unsigned char buf[5]
+    cdef _Out o
+    cdef long long v
+    if type(idents) is not tuple and type(idents) is not list:
+        return None
+    _out_init(&o, stack)
+    try:
+        for ident in idents:
+            v = _uint(ident, MQTTWIRE_MAX_REMAINING_LENGTH)
+            if v <= 0:
+                return None
+            buf[0] = 0x0B
+            _put(&o, buf, 1 + _write_varint(buf + 1, v))
+        return PyBytes_FromStringAndSize(<char*>o.p, o.n)
+    finally:
+        _out_free(&o)
 
 
 @cython.final
@@ -627,10 +816,14 @@ cdef class PreparedPublish:
                     e = expiry
                 else:
                     q = -1
+            if q >= 0 and v == 5 and subscription_identifiers:
+                ids = _subscription_ids(subscription_identifiers)
+                if ids is None:
+                    q = -1  # the reference code accepts or refuses them
+                else:
+                    sub_ids = ids
             if q >= 0:
                 if v == 5:
-                    if subscription_identifiers:
-                        sub_ids = check_subscription_identifiers(subscription_identifiers)
                     block = (0 if expiry is None else 5) + len(self._props) + len(sub_ids)
                     body = len(self._topic) + (2 if q else 0) + _varint_size(block) + block
                 else:

@@ -26,14 +26,35 @@ cdef class _PacketBase:
 cdef class Will:
     """The will message of a CONNECT (MQTT 5.0 §3.1.2.5, §3.1.3.2-3.1.3.4)."""
 
-    cdef public object topic, payload, qos, retain, properties
+    cdef public object topic, payload, qos, retain
+    cdef object _properties
+    cdef bytes _raw  # the Will Properties block of a decoded CONNECT, until read
 
     def __init__(self, topic, payload=b"", *, qos=0, retain=False, properties=None):
         self.topic = topic
         self.payload = payload
         self.qos = qos
         self.retain = retain
-        self.properties = properties
+        self._properties = properties
+
+    # A decoded packet keeps its property block (checked at decode time) in _raw and
+    # makes the Properties, its values built, on the first read of ``properties``.
+    @property
+    def properties(self):
+        if self._raw is not None:
+            self._properties = _built_properties(self._raw, 16)
+            self._raw = None
+        return self._properties
+
+    @properties.setter
+    def properties(self, value):
+        self._properties = value
+        self._raw = None
+
+    @properties.deleter
+    def properties(self):  # as `del` on a public cdef attribute: None
+        self._properties = None
+        self._raw = None
 
     # __eq__ and __repr__ from the class's field list (shared _fields module).  Written in
     # each class: Cython allows a freelist only on a class without a base class, so these
@@ -52,7 +73,9 @@ cdef class Connect(_PacketBase):
     own level, so ``encode()`` ignores its ``version`` argument and ``decode()`` needs none."""
 
     cdef public object client_id, protocol_version, clean_start, keep_alive, username
-    cdef public object password, will, properties
+    cdef public object password, will
+    cdef object _properties
+    cdef bytes _raw  # the property block of a decoded CONNECT, until read
     packet_type = PacketType.CONNECT
 
     def __init__(self, client_id, *, protocol_version=5, clean_start=True, keep_alive=60,
@@ -64,7 +87,26 @@ cdef class Connect(_PacketBase):
         self.username = username
         self.password = password
         self.will = will
-        self.properties = properties
+        self._properties = properties
+
+    # A decoded packet keeps its property block (checked at decode time) in _raw and
+    # makes the Properties, its values built, on the first read of ``properties``.
+    @property
+    def properties(self):
+        if self._raw is not None:
+            self._properties = _built_properties(self._raw, 1)
+            self._raw = None
+        return self._properties
+
+    @properties.setter
+    def properties(self, value):
+        self._properties = value
+        self._raw = None
+
+    @properties.deleter
+    def properties(self):  # as `del` on a public cdef attribute: None
+        self._properties = None
+        self._raw = None
 
     @property
     def protocol_name(self):
@@ -113,7 +155,9 @@ cdef class Publish:
     """PUBLISH (MQTT 3.1.1 §3.3, MQTT 5.0 §3.3).  ``packet_id`` is present exactly when
     ``qos`` > 0.  A v5 PUBLISH that uses a Topic Alias may have an empty ``topic``."""
 
-    cdef public object topic, payload, qos, retain, dup, packet_id, properties
+    cdef public object topic, payload, qos, retain, dup, packet_id
+    cdef object _properties
+    cdef bytes _raw  # the property block of a decoded PUBLISH, until read
     packet_type = PacketType.PUBLISH
 
     def __init__(self, topic, payload=b"", *, qos=0, retain=False, dup=False,
@@ -124,7 +168,26 @@ cdef class Publish:
         self.retain = retain
         self.dup = dup
         self.packet_id = packet_id
-        self.properties = properties
+        self._properties = properties
+
+    # A decoded packet keeps its property block (checked at decode time) in _raw and
+    # makes the Properties, its values built, on the first read of ``properties``.
+    @property
+    def properties(self):
+        if self._raw is not None:
+            self._properties = _built_properties(self._raw, 3)
+            self._raw = None
+        return self._properties
+
+    @properties.setter
+    def properties(self, value):
+        self._properties = value
+        self._raw = None
+
+    @properties.deleter
+    def properties(self):  # as `del` on a public cdef attribute: None
+        self._properties = None
+        self._raw = None
 
     def encode(self, version=5):
         return _encode_publish(self, version)

@@ -680,3 +680,90 @@ def test_encode_refuses_alike(both_codecs: tuple[ModuleType, ModuleType],
     if result[0] == "bytes":
         assert outcome(cy, result[1], level) == outcome(py, result[1], level)
         assert outcome(py, result[1], level)[0][0] == "packet"
+
+
+# ---------------------------------------------------------------------------------------
+# Decoded property blocks (issue 16): the extension keeps a decoded block and builds the
+# values on first access, the fallback builds them when decoding; both keep one copy of
+# the block, and encoding and forwarding copy it while nothing changed.  A block may list
+# its properties in any order (MQTT 5.0 §2.2.2), which the encoder (identifier order)
+# never writes: these blocks are made property by property and shuffled.
+
+_PUBLISH_PREFIX = bytes.fromhex("0003612f62")  # topic "a/b", QoS 0
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        n, low = n >> 7, n & 0x7F
+        out.append(low | 0x80 if n else low)
+        if not n:
+            return bytes(out)
+
+
+def _block_of(props: Properties) -> bytes:
+    """The PUBLISH property block of ``props``, without its length prefix."""
+    from mqttwire._properties import encode_properties
+
+    encoded = encode_properties(props, 3, "PUBLISH")
+    skip = 1
+    while encoded[skip - 1] & 0x80:
+        skip += 1
+    return encoded[skip:]
+
+
+@st.composite
+def shuffled_publish(draw: st.DrawFn) -> tuple[bytes, Properties]:
+    """A v5 PUBLISH ("a/b", payload "x") whose property block lists random valid
+    properties in random order, and those properties."""
+    props = draw(properties("PUBLISH")) or Properties(content_type="x")
+    if props.topic_alias is None and draw(st.booleans()):
+        props.topic_alias = draw(st.integers(1, 0xFFFF))
+    pieces = []
+    for name, value in props.items():
+        if name in ("user_properties", "subscription_identifiers"):
+            pieces += [Properties(**{name: [one]}) for one in value]
+        else:
+            pieces.append(Properties(**{name: value}))
+    pieces = draw(st.permutations(pieces))
+    block = b"".join(_block_of(p) for p in pieces)
+    body = _PUBLISH_PREFIX + _varint(len(block)) + block + b"x"
+    # What decoding gives: the lists in the order of the shuffled block.
+    values: dict[str, Any] = {}
+    for piece in pieces:
+        for name, value in piece.items():
+            if isinstance(value, list):
+                values.setdefault(name, []).extend(value)
+            else:
+                values[name] = value
+    return b"\x30" + _varint(len(body)) + body, Properties(**values)
+
+
+@SETTINGS
+@given(shuffled_publish(), st.sampled_from(["untouched", "read", "pickled"]))
+def test_decoded_blocks_agree(both_codecs: tuple[ModuleType, ModuleType],
+                              wire_props: tuple[bytes, Properties], first: str) -> None:
+    """Both implementations: equal packets and properties, the block written back as it
+    came, and the same forwarded copies, whether the properties were read before or not;
+    and a copy, pickled, that is a plain Properties with the same values."""
+    import pickle
+
+    data, props = wire_props
+    results = []
+    for m in both_codecs:
+        pkt = m.decode(data, version=5)
+        if first == "read":
+            assert pkt.properties == props
+        elif first == "pickled":
+            again = pickle.loads(pickle.dumps(pkt.properties))
+            assert type(again) is Properties and again == props
+        prepared = m.PreparedPublish(pkt)
+        forwarded = [prepared.encode(v, qos=q, packet_id=q and 5 or None,
+                                     subscription_identifiers=ids,
+                                     message_expiry_interval=exp)
+                     for v in (4, 5) for q in (0, 1) for ids in ((), (7, 300))
+                     for exp in (None, 60)]
+        assert pkt.encode(5) == data  # the block, as it came
+        assert pkt.properties == props
+        results.append((canon(pkt), forwarded))
+    assert results[0] == results[1]

@@ -171,3 +171,85 @@ def test_same_bytes_in_both_implementations(both_codecs) -> None:
             ]
         )
     assert out[0] == out[1]
+
+
+# --- A decoded PUBLISH: the property block is copied, not re-encoded (issue 16) ----------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    topic=topics,
+    payload=st.binary(max_size=50),
+    in_qos=st.integers(0, 2),
+    properties=props,
+    version=st.sampled_from([3, 4, 5]),
+    qos=st.integers(0, 2),
+    sub_ids=st.lists(st.integers(1, 268_435_455), max_size=3),
+    expiry=st.one_of(st.none(), st.integers(0, 2**32 - 1)),
+    read_first=st.booleans(),
+)
+def test_a_decoded_publish_matches_a_fresh_encode(
+    codec: ModuleType, topic, payload, in_qos, properties, version, qos, sub_ids, expiry,
+    read_first,
+) -> None:
+    """PreparedPublish of a decoded v5 PUBLISH (its block copied without the Topic Alias
+    and the Subscription Identifiers, each subscriber's own and the remaining Message
+    Expiry Interval put in) gives the packet the ordinary encoder gives, whether the
+    properties were read before or not."""
+    wire = codec.Publish(
+        topic, payload, qos=in_qos, packet_id=1 if in_qos else None, properties=properties
+    ).encode(5)
+    pub = codec.decode(wire, version=5)
+    if read_first:
+        assert (pub.properties or None) == (properties or None)
+    packet_id = 77 if qos else None
+    got = codec.PreparedPublish(pub).encode(
+        version, qos=qos, packet_id=packet_id, subscription_identifiers=sub_ids,
+        message_expiry_interval=expiry,
+    )
+    want = _expected(
+        codec, pub, version, qos, packet_id, False, False, sub_ids if version == 5 else [],
+        expiry,
+    )
+    assert codec.decode(got, version=version) == want
+    oracle = want.encode(version)
+    assert len(got) == len(oracle)
+    if not (version == 5 and want.properties and sub_ids):
+        # Subscription Identifiers go after the copied properties, where the encoder puts
+        # them in identifier order (before a User Property): otherwise the same bytes.
+        assert got == oracle
+
+
+# 30 1a | 0003 "a/b" | 13 | 26 0001 6b 0001 76 (User Property k=v) | 02 0000012c (Message
+# Expiry 300) | 23 0002 (Topic Alias 2) | 03 0001 74 (Content Type "t") | "x": the
+# properties in an order the encoder never writes.
+SHUFFLED = bytes.fromhex("301a 0003612f62 13 2600016b000176 020000012c 230002 03000174 78")
+
+
+def test_a_decoded_block_is_copied_property_by_property(codec: ModuleType) -> None:
+    pub = codec.decode(SHUFFLED, version=5)
+    prepared = codec.PreparedPublish(pub)
+    # 30 19 | 0003 "a/b" | 12 | 02 0000012b (the remaining expiry, 299) | 26 ... (the User
+    # Property) | 03 ... (Content Type) | 0b 05 (this subscriber's identifier) | "x".  No
+    # Topic Alias (MQTT 5.0 §3.3.2.3.4).
+    assert prepared.encode(5, subscription_identifiers=[5], message_expiry_interval=299) == (
+        bytes.fromhex("3019 0003612f62 12 020000012b 2600016b000176 03000174 0b05 78")
+    )
+    # Without an override the message's own expiry, 300.
+    assert prepared.encode(5) == bytes.fromhex(
+        "3017 0003612f62 10 020000012c 2600016b000176 03000174 78"
+    )
+    assert prepared.encode(4) == bytes.fromhex("3006 0003612f62 78")
+    # The source packet still reads the same, Topic Alias included.
+    assert pub.properties == Properties(
+        user_properties=[("k", "v")], message_expiry_interval=300, topic_alias=2,
+        content_type="t",
+    )
+
+
+def test_a_changed_decoded_block_is_not_copied(codec: ModuleType) -> None:
+    pub = codec.decode(SHUFFLED, version=5)
+    pub.properties.user_properties.append(("k2", "v2"))
+    got = codec.decode(codec.PreparedPublish(pub).encode(5), version=5)
+    assert got.properties.user_properties == [("k", "v"), ("k2", "v2")]
+    assert got.properties.topic_alias is None

@@ -24,6 +24,7 @@ import gc
 import importlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tracemalloc
@@ -65,11 +66,18 @@ def workload(m: ModuleType, vectors: list[tuple[bytes, int]],
     buf = bytearray()
     for data, level in vectors:
         packet = m.decode(data, version=level)
-        m.decode_from(memoryview(data), 0, version=level)
-        m.encode(packet, version=level)
+        m.decode_from(memoryview(data), 0, version=level)  # dropped, properties unread
+        m.encode(packet, version=level)  # a decoded property block, copied
         del buf[:]
         packet.encode_into(buf, level)
         m.StreamDecoder(level).feed(bytearray(data))
+        if level == 5 and type(packet).__name__ == "Publish" and packet.topic:
+            # Forwarded from the block, the properties unread (issue 16).
+            m.PreparedPublish(m.decode(data, version=5)).encode(
+                5, subscription_identifiers=[1], message_expiry_interval=5)
+        props = getattr(packet, "properties", None)
+        if props is not None:
+            pickle.loads(pickle.dumps(props))  # builds the values of a decoded block
         repr(packet)
     for data, level in bad:
         try:
@@ -154,6 +162,38 @@ def test_memory_stays_flat(codec: ModuleType) -> None:
     assert result["errors_per_round"] == 3 * len(vectors) + 2 * (20 - short) + 6, result
     assert UNDER_ASAN or result["rss_growth"] < RSS_BOUND, result
     assert result["traced_growth"] < TRACED_BOUND, result
+
+
+def test_decoded_properties_keep_only_their_block(codec: ModuleType) -> None:
+    """A decoded property block keeps nothing else alive (issue 16): not the input buffer
+    (it is freed when the caller drops it), and the Properties refers to nothing but its
+    values and one copy of the block, before and after its values are built."""
+    import weakref
+
+    class Buffer(bytearray):  # weakly referable
+        pass
+
+    # 30 19 | 0003 "a/b" | 12 | 02 0000012c | 08 0003 "r/1" | 26 0001 6b 0001 76 | "x" ...
+    # (Message Expiry 300, Response Topic "r/1", User Property k=v), then 1 KiB of another
+    # packet's bytes in the same receive buffer.
+    wire = bytes.fromhex("3019 0003612f62 12 020000012c 080003722f31 2600016b000176 78")
+    buf = Buffer(wire + b"\xee" * 1024)
+    ref = weakref.ref(buf)
+    packet, _ = codec.decode_from(memoryview(buf), 0, version=5)
+    props = packet.properties
+    block = bytes.fromhex("020000012c 080003722f31 2600016b000176")
+    for built in (False, True):
+        if built:
+            assert props.response_topic == "r/1"
+        referents = gc.get_referents(props)
+        assert not any(r is buf or isinstance(r, memoryview) for r in referents)
+        held = [r for r in referents if isinstance(r, tuple)]
+        assert held and held[0][0] == block and type(held[0][0]) is bytes
+        assert all(type(r) in (tuple, dict, type) for r in referents), referents
+    del buf
+    gc.collect()
+    assert ref() is None
+    assert packet.encode(5) == wire
 
 
 if __name__ == "__main__":

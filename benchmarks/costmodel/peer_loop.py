@@ -7,8 +7,10 @@ counting instructions per operation with callgrind (peers.md, "What the misses a
 
 (total with N - total with 0) / N is the cost of one loop step: the adapter's call, the
 operation, and freeing the previous result.  Codecs: ``cython`` (mqttwire._speedups),
-``mqtt5``, and ``floor``: the adapter shape calling ``len()``, the least a loop step can
-cost (the operation and direction are then ignored).
+``python`` (mqttwire._pure), ``mqtt5``, and ``floor``: the adapter shape calling ``len()``,
+the least a loop step can cost (the operation and direction are then ignored).
+Directions: ``decode``, ``read`` (decode, then read every field the correctness check
+compares, as bench_peers' "decode and read" rows do) and ``encode``.
 """
 
 import sys
@@ -18,7 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 
 import peers  # noqa: E402
 
-CODECS = {"cython": peers.MqttWire("mqttwire._speedups", "cython", False), "mqtt5": peers.Mqtt5()}
+CODECS = {
+    "cython": peers.MqttWire("mqttwire._speedups", "cython", False),
+    "python": peers.MqttWire("mqttwire._pure", "python", True),
+    "mqtt5": peers.Mqtt5(),
+}
 
 
 def main(codec: str, direction: str, op_id: str, n: int) -> None:
@@ -29,6 +35,8 @@ def main(codec: str, direction: str, op_id: str, n: int) -> None:
         peer = CODECS[codec]
         if direction == "decode":
             fn, arg = peer.decoder(op), op.wire()
+        elif direction == "read":
+            fn, arg = peer.reader(op), op.wire()
         else:
             fn, arg = peer.encoder(op)  # type: ignore[misc]
     for _ in range(n):

@@ -109,9 +109,27 @@ def round_trip(packet_cy: Any, packet_py: Any, version: int, wire_length: int) -
     assert len(encoded[0]) <= wire_length, ("re-encoding is longer", encoded[0].hex())
 
 
+def forward_outcome(m: ModuleType, data: bytes) -> tuple[Any, ...]:
+    """A v5 PUBLISH decoded afresh (its properties not read: the extension still holds the
+    bare block) and forwarded with PreparedPublish to a v5 and a v4 subscriber: the
+    copies, or the error."""
+    try:
+        prepared = m.PreparedPublish(m.decode(data, version=5))
+        return ("forwarded",
+                prepared.encode(5, qos=1, packet_id=9, subscription_identifiers=[3, 200],
+                                message_expiry_interval=10),
+                prepared.encode(5),
+                prepared.encode(4, qos=2, packet_id=1))
+    except MQTTWireError as exc:
+        return error_outcome(exc)
+
+
 def check_packet_bytes(data: bytes, version: int) -> None:
     """``decode`` and ``decode_from`` agree in both implementations; whatever decodes
-    round-trips."""
+    round-trips; a v5 PUBLISH is forwarded alike from its decoded property block."""
+    if version == 5 and data[:1] and data[0] >> 4 == 3:
+        forwarded = [forward_outcome(m, data) for m in CODECS]
+        assert forwarded[0] == forwarded[1], ("forward", data.hex(), forwarded)
     whole = [decode_outcome(m, data, version) for m in CODECS]
     assert whole[0] == whole[1], ("decode", version, data.hex(), whole)
     # decode_from at an offset, with a PINGREQ before and after: the same packet, or the
