@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from spark_scenarios import CLIENT, Step, capture_b, flow, write_capture
@@ -217,12 +218,8 @@ def test_bad_option_values_say_what_is_wrong(option: str, value: str, says: str,
     assert "_port" not in err and "invalid" not in err
 
 
-@pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
-@pytest.mark.parametrize(("given", "split_size"), [
-    ([], None), (["--split-size", "1k"], 1024), (["--split-size", "128M"], 128 << 20),
-    (["--split-size", "4096"], 4096), (["--split-size", "0"], None)])
-def test_pipeline_split_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                             given: list[str], split_size: int | None) -> None:
+def _options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, given: list[str]) -> Any:
+    """The PipelineOptions that ``mqttwire pipeline x.pcap --out DIR GIVEN`` runs with."""
     from mqttwire.spark import PipelineOptions
 
     monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
@@ -230,7 +227,16 @@ def test_pipeline_split_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     monkeypatch.setattr("mqttwire.spark.run_pipeline",
                         lambda options: seen.append(options) or _result(1, bad=0))
     assert main(["pipeline", "x.pcap", "--out", str(tmp_path), *given]) == 0
-    assert seen[0].split_size == split_size  # None: never split
+    return seen[0]
+
+
+@pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
+@pytest.mark.parametrize(("given", "split_size"), [
+    ([], None), (["--split-size", "1k"], 1024), (["--split-size", "128M"], 128 << 20),
+    (["--split-size", "4096"], 4096), (["--split-size", "0"], None)])
+def test_pipeline_split_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                             given: list[str], split_size: int | None) -> None:
+    assert _options(monkeypatch, tmp_path, given).split_size == split_size  # None: never
 
 
 @pytest.mark.parametrize("size", ["2", "g", "2gb", "-1g", "0m", "1.5g"])
@@ -271,14 +277,7 @@ def test_python_dash_m() -> None:
     ([], "auto"), (["--writer", "tasks"], "tasks"), (["--writer", "spark"], "spark")])
 def test_pipeline_writer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                          given: list[str], writer: str) -> None:
-    from mqttwire.spark import PipelineOptions
-
-    monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
-    seen: list[PipelineOptions] = []
-    monkeypatch.setattr("mqttwire.spark.run_pipeline",
-                        lambda options: seen.append(options) or _result(1, bad=0))
-    assert main(["pipeline", "x.pcap", "--out", str(tmp_path), *given]) == 0
-    assert seen[0].writer == writer
+    assert _options(monkeypatch, tmp_path, given).writer == writer
 
 
 def test_pipeline_rejects_an_unknown_writer(capsys: pytest.CaptureFixture[str]) -> None:
@@ -293,14 +292,7 @@ def test_pipeline_rejects_an_unknown_writer(capsys: pytest.CaptureFixture[str]) 
     ([], 32 << 20), (["--share-size", "64m"], 64 << 20), (["--share-size", "0"], None)])
 def test_pipeline_share_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                              given: list[str], share_size: int | None) -> None:
-    from mqttwire.spark import PipelineOptions
-
-    monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
-    seen: list[PipelineOptions] = []
-    monkeypatch.setattr("mqttwire.spark.run_pipeline",
-                        lambda options: seen.append(options) or _result(1, bad=0))
-    assert main(["pipeline", "x.pcap", "--out", str(tmp_path), *given]) == 0
-    assert seen[0].share_size == share_size
+    assert _options(monkeypatch, tmp_path, given).share_size == share_size
 
 
 def test_pipeline_rejects_a_share_size_that_is_no_size(
