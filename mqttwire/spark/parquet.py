@@ -32,8 +32,8 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from .schema import TABLES
 from .shares import merge_retained
 
-__all__ = ["PARTITIONED", "ROW_GROUP_BYTES", "WRITTEN", "PartFiles", "commit",
-           "partition_dir", "staging_root"]
+__all__ = ["PARTITIONED", "PENDING_ROW_GROUPS", "ROW_GROUP_BYTES", "WRITTEN", "PartFiles",
+           "commit", "merge_events", "partition_dir", "staging_root"]
 
 #: The table written in one directory per capture, and its partition column.
 PARTITIONED = {"packets": "capture"}

@@ -85,8 +85,9 @@ ArrowMap = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
 #: (:func:`_stage_all`) or write them itself (:meth:`.parquet.PartFiles.write`).
 Output = Callable[[Iterable["Batch"]], Iterator["pa.RecordBatch"]]
 
-#: The default ``share_size``: below it, a task's start and a second read of the file
-#: cost more than a share saves (.shares).
+#: The default ``share_size`` (.shares): smaller files are read by one task each.  A share
+#: pays only where the decoding is long next to a task's start and a second reading of
+#: the file; measured on a 200 MB capture only (benchmarks/capture.md), so a judgement.
 SHARE_SIZE = 32 << 20
 
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
