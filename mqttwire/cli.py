@@ -124,8 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "pipeline", help="captures to Parquet tables and a summary, on Spark",
-        description="Decode capture files on Spark (one task per file, or per range of a "
-        "file larger than --split-size) and write the "
+        description="Decode capture files on Spark (one task per file, per share of the "
+        "connections of a file of at least --share-size, or per range of a file larger "
+        "than --split-size) and write the "
         "tables packets, connections, messages, retained and errors as Parquet under "
         "DIR, then print a summary and write DIR/summary.md with a message-rate chart.  "
         "Exit status 1 when no input could be read as a capture; 0 when some could (the "
