@@ -42,8 +42,8 @@ cdef extern from "Python.h":
     PyObject* Py_False
 
 
-# A __slots__ member descriptor and its entry (capture/_fast reaches the pure objects'
-# slots by the offsets these give).
+# A __slots__ member descriptor and its entry (capture/_fast and spark/_columns reach the
+# pure objects' slots by the offsets these give).
 cdef extern from "structmember.h":
     ctypedef struct PyMemberDef:
         int type
@@ -55,6 +55,16 @@ cdef extern from "structmember.h":
 cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef* d_member
+    PyTypeObject PyMemberDescr_Type
+
+
+cdef inline PyMemberDef* slot_member(object descr) noexcept:
+    """The entry of a ``__slots__`` member descriptor (its type, offset and flags), or NULL
+    when ``descr`` is not one: how capture/_fast and spark/_columns find the offset at
+    which an instance holds a slot."""
+    if type(descr) is not <object><PyObject*>&PyMemberDescr_Type:
+        return NULL
+    return (<PyMemberDescrObject*>descr).d_member
 
 
 # MQTT 5.0 §1.5.5: the largest Remaining Length, 268,435,455 (_constants.MAX_REMAINING_LENGTH

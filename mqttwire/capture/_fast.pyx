@@ -43,16 +43,15 @@ from .._cdefs cimport (
     T_OBJECT_EX,
     PyLong_AsLongLongAndOverflow,
     PyMemberDef,
-    PyMemberDescrObject,
     PyType_GenericAlloc,
     Py_False,
     Py_None,
     Py_True,
     read_varint,
+    slot_member,
 )
 
 import dataclasses
-import types
 
 import mqttwire._speedups as CODEC
 
@@ -90,10 +89,9 @@ cdef Py_ssize_t _offset(type cls, str name, bint used=True) except -1:
     if name not in SHARED.get(cls.__name__, ()):
         raise ImportError(f"{cls.__name__}.{name} is not a shared slot "
                           "(mqttwire/capture/shared_slots.py)")
-    descr = cls.__dict__.get(name)
-    if type(descr) is not types.MemberDescriptorType:
+    cdef PyMemberDef* member = slot_member(cls.__dict__.get(name))
+    if member == NULL:
         raise ImportError(f"{cls.__name__}.{name} is not a slot")
-    cdef PyMemberDef* member = (<PyMemberDescrObject*>descr).d_member
     if member.type != T_OBJECT_EX or member.flags & READONLY:
         raise ImportError(f"{cls.__name__}.{name} is not a writable object slot")
     if used:

@@ -34,13 +34,11 @@ from .._cdefs cimport (
     T_OBJECT_EX,
     PyLong_AsLongLongAndOverflow,
     PyMemberDef,
-    PyMemberDescrObject,
     PyUnicode_AsUTF8AndSize,
+    slot_member,
 )
 
 cimport cython
-
-import types
 
 __all__ = ["KINDS", "buffers"]
 
@@ -191,10 +189,8 @@ cdef Py_ssize_t _slot_offset(type cls, str name):
         if name in klass.__dict__:
             descr = klass.__dict__[name]
             break
-    if type(descr) is not types.MemberDescriptorType:
-        return -1
-    cdef PyMemberDef* member = (<PyMemberDescrObject*>descr).d_member
-    if member.type != T_OBJECT_EX:
+    cdef PyMemberDef* member = slot_member(descr)
+    if member == NULL or member.type != T_OBJECT_EX:
         return -1
     return member.offset
 

@@ -30,8 +30,8 @@ from .schema import ERRORS, PACKETS, STAGED, TABLES
 from .shares import RETAIN_EVENTS, Share, ShareTables, records_of
 
 __all__ = ["BATCH_ROWS", "Batch", "Decoding", "FileStats", "capture_error_batches",
-           "decode_capture", "packets_batch", "properties_json", "rows_batch", "stage",
-           "table_batches", "unstage"]
+           "decode_capture", "packets_batch", "properties_json", "retain_event_batches",
+           "rows_batch", "stage", "table_batches", "unstage"]
 
 #: Rows per Arrow batch: small enough to bound a task's memory (a batch is the unit that
 #: the task holds, ships to the JVM and Spark stores), large enough that Arrow's per-batch
@@ -149,6 +149,12 @@ def _share_batches(records: Iterable[Record], name: str, share: Share,
                    stats: FileStats | None) -> Iterator[Batch]:
     tables = ShareTables(name)
     yield from table_batches(records_of(records, name, share), tables, stats)
+    yield from retain_event_batches(tables)
+
+
+def retain_event_batches(tables: ShareTables) -> Iterator[Batch]:
+    """The ``retain_events`` batches of a part of a capture's connections (a share, or
+    the connections of a split capture that one task decoded), once it is finished."""
     events = tables.retain_events()
     for start in range(0, len(events), BATCH_ROWS):
         yield "retain_events", rows_batch("retain_events", events[start:start + BATCH_ROWS],

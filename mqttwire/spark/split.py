@@ -25,9 +25,10 @@ A capture larger than the split size (``read_tables``' ``split_size``) is read l
    capture's TCP connections by the frame that opened it.  Each task returns the frames
    that opened its connections (table ``openings``) and names connections
    "<capture>#@<that frame>" until :func:`renumber` (a join) gives them their number.
-   The retained messages: each task returns every retained PUBLISH with its
-   :data:`~mqttwire.spark.derive.RetainOrder` (table ``retain_events``), and
-   :func:`retained` keeps the latest per topic (an aggregation), as CaptureTables does.
+   The retained messages: each task returns its latest retained PUBLISH per topic with
+   its :data:`~mqttwire.spark.derive.RetainOrder` (table ``retain_events``, as a share
+   does: :mod:`.shares`), and :func:`retained` keeps the latest per topic over the tasks
+   (an aggregation), as CaptureTables does.
 
 The tables are the same as a whole-file read's (tests/spark/test_split.py compares them
 table by table), with one limit: the reassembler forgets the oldest closed connections
@@ -56,10 +57,16 @@ from ..capture.pcap import MAX_FRAME, CaptureFormatError
 from ..capture.split import RangeRead, chain_problem, plan_ranges, read_range
 from ..capture.synth import ipv4_packet, pcapng_block, tcp_header
 from ..capture.tcp import RST
-from .batches import BATCH_ROWS, Batch, Decoding, FileStats, rows_batch, table_batches
-from .derive import CaptureTables, RetainOrder, Row
+from .batches import (
+    BATCH_ROWS,
+    Batch,
+    Decoding,
+    FileStats,
+    retain_event_batches,
+    table_batches,
+)
 from .schema import RETAINED
-from .shares import RETAIN_EVENTS  # also every retained PUBLISH of a split capture
+from .shares import RETAIN_EVENTS, ShareTables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -253,21 +260,13 @@ class _Pieces:
         return out
 
 
-class _SplitTables(CaptureTables):
-    """CaptureTables for part of a capture's connections: its retained PUBLISHes are
-    kept as events (the latest per topic is chosen over all the parts), and connection
-    ids are "<capture>#@<frame that opened it>"."""
-
-    def __init__(self, capture: str) -> None:
-        super().__init__(capture)
-        self.events: list[Row] = []
+class _SplitTables(ShareTables):
+    """CaptureTables for part of a capture's connections, as a share's (the latest
+    retained PUBLISH per topic is chosen over all the parts), with connection ids
+    "<capture>#@<frame that opened it>"."""
 
     def _connection_rank(self, connection_id: str | None) -> int:
         return int(connection_id.rsplit("#@", 1)[1]) if connection_id else 0
-
-    def _retained_event(self, order: RetainOrder, topic: str, row: Row) -> None:
-        self.events.append({**row, "order_frame": order[0], "order_connection": order[1],
-                            "order_seen": order[2]})
 
 
 def decode_rows(capture: str, rows: Iterable[Sequence[Any]], split: FileSplit,
@@ -323,8 +322,7 @@ def decode_rows(capture: str, rows: Iterable[Sequence[Any]], split: FileSplit,
 
     tables = _SplitTables(capture)
     yield from table_batches(records(), tables, stats)
-    if tables.events:
-        yield "retain_events", rows_batch("retain_events", tables.events, RETAIN_EVENTS)
+    yield from retain_event_batches(tables)
     if openings:
         frames = [numbers[frame - 1] for frame in openings]
         yield "openings", pa.RecordBatch.from_arrays(
