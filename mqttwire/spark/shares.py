@@ -18,9 +18,10 @@ topic, over all connections): each task returns its latest per topic, with its
 :data:`~.derive.RetainOrder`, as ``retain_events`` rows (:data:`RETAIN_EVENTS`), and
 the driver keeps the latest of those per capture and topic (:func:`merge_retained`).
 
-Unlike the split path (:mod:`.split`), nothing crosses Spark's shuffle, and a task's
-reading is repeated ``count`` times, which costs little next to the rest; a capture of
-one busy connection does not spread.
+Unlike the split path (:mod:`.split`), nothing crosses Spark's shuffle; but the reading,
+reassembly and decoding of the whole file, Record objects included, are repeated in every
+task, which is why two shares decoded a 200 MB capture only 1.15x faster than one task
+on 2 cores (benchmarks/capture.md).  A capture of one busy connection does not spread.
 """
 
 from __future__ import annotations
