@@ -100,7 +100,7 @@ class BrokerConfig:
             raise ValueError(f"max_keep_alive must be 1..65535, not {self.max_keep_alive}")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Delivery:
     """A message on its way to one session, as that session's subscriptions made it:
     the QoS (the highest of the matching subscriptions [MQTT-3.3.4-2], at most the
@@ -113,25 +113,27 @@ class Delivery:
     subscription_ids: list[int] = field(default_factory=list)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _InFlight:
     delivery: Delivery
     #: QoS 2: PUBREC came and our PUBREL went; PUBCOMP is awaited.
     released: bool = False
 
 
-@dataclass(eq=False)
 class _Subscribed:
-    """A stored subscription: its options and 5.0 Subscription Identifier.  ``qos`` is
-    what TopicTree reads."""
+    """A stored subscription: its options and 5.0 Subscription Identifier.  ``qos`` (the
+    options' maximum QoS, which TopicTree reads) is copied out once: every delivery reads
+    it."""
 
-    options: Any
-    identifier: int | None
+    __slots__ = ("options", "identifier", "qos")
 
-    @property
-    def qos(self) -> int:
-        q: int = self.options.qos
-        return q
+    def __init__(self, options: Any, identifier: int | None) -> None:
+        self.options = options
+        self.identifier = identifier
+        self.qos: int = options.qos
+
+    def __repr__(self) -> str:
+        return f"_Subscribed({self.options!r}, {self.identifier!r})"
 
 
 class ServerSession:
@@ -162,6 +164,9 @@ class ConnectionState(enum.Enum):
     AWAITING_CONNECT = "awaiting CONNECT"
     CONNECTED = "connected"
     CLOSED = "closed"
+
+
+_CLOSED = ConnectionState.CLOSED
 
 
 class Outgoing:
@@ -297,15 +302,24 @@ class Broker:
             elif not (sub.options.no_local and client_id == sender):
                 own.setdefault(client_id, []).append(sub)
         count = 0
+        sessions = self.sessions
         for client_id, subs in own.items():
             # One copy at the highest QoS [MQTT-3.3.4-2] with every identifier
             # [MQTT-3.3.4-4]; RETAIN 0 to established subscriptions unless Retain As
-            # Published ([MQTT-3.3.1-12], [MQTT-3.3.1-13]; 3.1.1 [MQTT-3.3.1-9]).
-            qos = min(max(s.qos for s in subs), message.qos)
-            retain = message.retain and any(s.options.retain_as_published for s in subs)
-            ids = [s.identifier for s in subs if s.identifier is not None]
-            count += self._enqueue(self.sessions[client_id], Delivery(message, qos, retain, ids),
-                                   now)
+            # Published ([MQTT-3.3.1-12], [MQTT-3.3.1-13]; 3.1.1 [MQTT-3.3.1-9]).  One
+            # plain loop: this runs once per subscriber and message.
+            qos = 0
+            retain = False
+            ids = []
+            for s in subs:
+                if s.qos > qos:
+                    qos = s.qos
+                if message.retain and s.options.retain_as_published:
+                    retain = True
+                if s.identifier is not None:
+                    ids.append(s.identifier)
+            count += self._enqueue(sessions[client_id],
+                                   Delivery(message, min(qos, message.qos), retain, ids), now)
         for topic_filter, members in groups.items():
             # §4.8.2: a shared subscription group gets each message once: round robin
             # over its connected members (over all of them when none is connected).
@@ -470,7 +484,7 @@ class ServerConnection:
             # The packets completed before the bad bytes are handled first, in order.
             packets, error = exc.packets, exc
         for packet in packets:
-            if self.closed:
+            if self.state is _CLOSED:
                 break
             self._handle(packet, now)
         if error is not None and not self.closed:
@@ -520,7 +534,7 @@ class ServerConnection:
         return data
 
     def _write(self, data: bytes) -> bool:
-        if self.closed:
+        if self.state is _CLOSED:  # the property's test, without a call per packet
             return False
         if len(data) > self.max_send_size:
             return False  # [MQTT-3.1.2-24]: never more than the client's maximum
@@ -724,7 +738,7 @@ class ServerConnection:
         """Send queued deliveries in order while the client's Receive Maximum (or our
         3.x window) leaves room [MQTT-3.3.4-9]."""
         session = self.session
-        if session is None or self.closed:
+        if session is None or self.state is _CLOSED:
             return
         queue = session.queue
         while queue:
