@@ -90,6 +90,15 @@ Output = Callable[[Iterable["Batch"]], Iterator["pa.RecordBatch"]]
 #: the file; measured on a 200 MB capture only (benchmarks/capture.md), so a judgement.
 SHARE_SIZE = 32 << 20
 
+#: The driver JVM's just-in-time compiler stopped at its first tier (C1) when the tasks
+#: write the tables on a local master: the JVM then only starts, schedules and runs the
+#: summary's small jobs, work too short for the optimising compiler (C2) to pay back
+#: the CPU it takes from the tasks on the same cores.  On make_capture.py's 200 MB, the
+#: whole run took about 8 s less CPU so (benchmarks/capture.md); where the JVM does the
+#: heavy lifting (a split file's shuffle, Spark's Parquet writer) C1 measured slower, so
+#: those runs keep the JVM's default.
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
 BINARY_FILE_LIMIT = (1 << 31) - 1
 
@@ -120,6 +129,19 @@ class PipelineOptions:
         conf = {"spark.driver.memory": self.driver_memory,
                 "spark.executor.memory": self.executor_memory}
         return {key: value for key, value in conf.items() if value is not None}
+
+    def session_conf(self) -> dict[str, str]:
+        """The settings of a session that the pipeline makes for itself: the memory
+        options, and :data:`QUICK_JIT` when the master is local and the tasks will write
+        the tables (a local output, no split, not the Spark writer)."""
+        from .session import default_master
+
+        conf = self.memory_conf()
+        master = self.master or default_master() or ""
+        if (master.startswith("local") and self.writer != "spark" and not self.split_size
+                and local_path(self.out) is not None):
+            conf["spark.driver.extraJavaOptions"] = QUICK_JIT
+        return conf
 
 
 @dataclass
@@ -624,7 +646,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     own_session = spark is None
     if spark is None:
         spark = make_session(options.master or default_master(),
-                             conf=options.memory_conf())
+                             conf=options.session_conf())
     started = time.monotonic()
     timings: dict[str, float] = {}
     lap = started

@@ -168,6 +168,34 @@ def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
     assert seen[1].memory_conf() == {}  # Spark's defaults
 
 
+@pytest.mark.spark
+def test_session_conf_stops_the_jit_at_c1_only_where_the_tasks_write(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The driver JVM's quick JIT (pipeline.QUICK_JIT) where the JVM does little: a
+    local master and the tasks writing the tables; the JVM's default wherever it does
+    the heavy lifting (a split, Spark's writer), and on a cluster."""
+    from mqttwire.spark import PipelineOptions
+    from mqttwire.spark.pipeline import QUICK_JIT
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)  # not under spark-submit
+    jit = {"spark.driver.extraJavaOptions": QUICK_JIT}
+    out = str(tmp_path)
+
+    def conf(**kw: Any) -> dict[str, str]:
+        return PipelineOptions(["x.pcap"], kw.pop("out", out), **kw).session_conf()
+
+    assert QUICK_JIT == "-XX:TieredStopAtLevel=1"
+    assert conf() == jit  # local[*], the tasks writer
+    assert conf(master="local[2]", writer="tasks") == jit
+    assert conf(master="local[1]", driver_memory="2g") == {**jit, "spark.driver.memory": "2g"}
+    assert conf(master="local[2]", writer="spark") == {}
+    assert conf(master="local[2]", split_size=1 << 20) == {}
+    assert conf(master="spark://127.0.0.1:7077") == {}
+    assert conf(master="local[2]", out="hdfs://nn/tables") == {}
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # spark-submit's master and JVM
+    assert conf() == {}
+
+
 def _result(files: int, bad: int) -> PipelineResult:
     """What run_pipeline returns after reading ``files`` inputs, ``bad`` of them not (or
     not to the end)."""
