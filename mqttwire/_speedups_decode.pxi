@@ -358,8 +358,8 @@ cdef object _built_properties(bytes raw, int ptype):
     """The Properties of a checked block from _fast_block, its values built now: for the
     packets that keep the bare block until ``properties`` is read (PUBLISH, CONNECT, Will),
     whose reader is about to read a value."""
-    props = PyType_GenericNew(_PROPERTIES, NULL, NULL)
-    if _fill_values(PyObject_GenericGetDict(props, NULL), raw):
+    props = _PROPERTIES.tp_new(<type><PyObject*>_PROPERTIES, <PyObject*>_NO_ARGS, NULL)
+    if _fill_values(props, None, raw):
         # Lists are not copied (reading them is what the caller is about to do): the None
         # tells wire_block to compare them with the block itself before reusing it.
         _slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype], None))
@@ -377,12 +377,21 @@ cdef inline object _ascii_or_utf8(const unsigned char* p, Py_ssize_t n):
         high |= p[j]
     if high & 0x80:
         return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+    if n == 1:
+        return PyUnicode_FromOrdinal(p[0])  # CPython's cached one-character str
     text = PyUnicode_New(n, 127)
     memcpy(PyUnicode_DATA(text), p, n)
     return text
 
 
-cdef int _fill_values(dict d, bytes block) except -1:
+cdef inline int _put_value(object props, dict d, object name, object value) except -1:
+    if d is None:
+        return PyObject_GenericSetAttr(props, name, value)
+    d[name] = value
+    return 0
+
+
+cdef int _fill_values(object props, dict d, bytes block) except -1:
     """Put the values of ``block``, a property block that _scan_properties accepted at
     decode time, into ``d`` (a Properties' instance dict), in one pass, as decode_properties
     stores them: each under its attribute name, User Properties as a list of (name, value)
@@ -411,10 +420,10 @@ cdef int _fill_values(dict d, bytes block) except -1:
             if stop - i < n:
                 return _unchecked_block()
             if kind == 4:
-                d[<object>_PROP_NAME_PTR[pid]] = _ascii_or_utf8(p + i, n)
+                _put_value(props, d, <object>_PROP_NAME_PTR[pid], _ascii_or_utf8(p + i, n))
             else:
-                d[<object>_PROP_NAME_PTR[pid]] = PyBytes_FromStringAndSize(
-                    <const char*>p + i, n)
+                _put_value(props, d, <object>_PROP_NAME_PTR[pid],
+                           PyBytes_FromStringAndSize(<const char*>p + i, n))
             i += n
         elif kind == 6:  # a User Property: two strings
             if stop - i < 2:
@@ -429,7 +438,7 @@ cdef int _fill_values(dict d, bytes block) except -1:
             i += 4 + n + m
             if pairs is None:
                 pairs = [pair]
-                d[_USER_PROPERTIES] = pairs
+                _put_value(props, d, _USER_PROPERTIES, pairs)
             else:
                 pairs.append(pair)
         else:  # BYTE, U16, U32, VARINT
@@ -454,11 +463,11 @@ cdef int _fill_values(dict d, bytes block) except -1:
                     return _unchecked_block()
                 if ids is None:
                     ids = [value]
-                    d[_SUBSCRIPTION_IDS] = ids
+                    _put_value(props, d, _SUBSCRIPTION_IDS, ids)
                 else:
                     ids.append(value)
                 continue
-            d[<object>_PROP_NAME_PTR[pid]] = value
+            _put_value(props, d, <object>_PROP_NAME_PTR[pid], value)
     return pairs is not None or ids is not None
 
 
@@ -493,7 +502,7 @@ cdef int _materialize(object props) except -1:
     kind = (<tuple>wire)[1]  # both owned: building may run code that sets the slot
     if type(block) is not bytes:
         return _unchecked_block()
-    if _fill_values(PyObject_GenericGetDict(props, NULL), block):
+    if _fill_values(props, PyObject_GenericGetDict(props, NULL), block):
         # The lists are not copied: see _built_properties.
         _slot_put(props, _WIRE_SLOT, (block, kind, None))
     return 0
@@ -536,6 +545,7 @@ cdef Py_ssize_t _slot_offset(str name) except -1:
 
 cdef Py_ssize_t _WIRE_SLOT = _slot_offset("_wire")
 cdef tuple _PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
+cdef tuple _NO_ARGS = ()
 
 
 cdef inline PyObject* _slot_get(object obj, Py_ssize_t off) noexcept:
