@@ -395,6 +395,7 @@ def decode_properties(
     props = Properties.__new__(Properties)
     d = props.__dict__
     block_start = pos
+    lists = False  # a User Property or Subscription Identifier seen
     while pos < block_end:
         start = pos
         pid = data[pos]
@@ -485,7 +486,9 @@ def decode_properties(
                     )
         if pid == 0x26:
             d.setdefault("user_properties", []).append(value)
+            lists = True
         elif pid == 0x0B:
+            lists = True
             ids = d.setdefault("subscription_identifiers", [])
             # PUBLISH may carry one per matching subscription (§3.3.2.3.8); SUBSCRIBE
             # at most one (§3.8.2.1.2).
@@ -516,6 +519,9 @@ def decode_properties(
     block = data[block_start:block_end]
     if type(block) is not bytes:
         block = bytes(block)
+    if not lists:  # most blocks: no list to copy, and no look-up for one
+        _SET_WIRE(props, (block, _KINDS[ptype]))
+        return props, pos
     pairs = d.get("user_properties")
     if pairs is None:
         ids = d.get("subscription_identifiers")
