@@ -27,6 +27,7 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)
     object PyObject_GenericGetDict(object o, void* context)
+    int PyObject_GenericSetAttr(object o, object name, object value) except -1
     # Allocation as object.__new__(cls) does it, without the call through the type
     # (_speedups: a Properties, a plain class with no __new__ of its own), and as
     # type.__call__ allocates before __init__ (capture/_fast: a Record, filled slot by slot).

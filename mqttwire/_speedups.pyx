@@ -35,6 +35,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject, PyObject_GenericGetAttr, PyTypeObject, Py_TYPE
 from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.unicode cimport PyUnicode_FromOrdinal
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy, memmove
 
@@ -48,6 +49,7 @@ from ._cdefs cimport (
     Py_SET_TYPE,
     PyLong_AsLongLongAndOverflow,
     PyObject_GenericGetDict,
+    PyObject_GenericSetAttr,
     PyType_GenericNew,
     PyUnicode_AsUTF8AndSize,
     PyUnicode_DATA,

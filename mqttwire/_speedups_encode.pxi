@@ -344,8 +344,7 @@ cdef object _reusable_block(object props, int ptype):
         # (block, kind, None): lists built from the block without a copy (a decoded
         # block whose values were read), compared with the block's own, decoded again.
         block_values = {}
-        _scan_properties(<const unsigned char*>PyBytes_AS_STRING(wire[0]), 0,
-                         PyBytes_GET_SIZE(wire[0]), ptype, block_values)
+        _fill_values(None, block_values, wire[0])
         if (d.get(_SUBSCRIPTION_IDS) != block_values.get(_SUBSCRIPTION_IDS)
                 or d.get(_USER_PROPERTIES) != block_values.get(_USER_PROPERTIES)):
             return None

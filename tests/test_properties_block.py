@@ -295,3 +295,79 @@ def test_deleting_properties_of_a_decoded_packet_leaves_none(both_codecs) -> Non
     del pkt.properties
     assert pkt.properties is None
     assert pkt.encode(5) == bytes.fromhex("3007 0003612f62 00 78")
+
+
+# Bad values in a property block, for the inline reading of strings and integers: each
+# raises what read_utf8 / read_u16 / read_u32 and the range checks raised before, in both
+# implementations (values recorded from the code before the inline reading).
+#   (property block, error class, what, offset, rule); the PUBLISH is "a/b", payload "x".
+_BAD_VALUES = [
+    ("03 0002 c328", MalformedPacket,
+     "content type is not well-formed UTF-8 (invalid continuation byte)", 11, "MQTT-1.5.4-1"),
+    ("03 0002 6100", MalformedPacket, "content type contains U+0000", 12, "MQTT-1.5.4-2"),
+    ("03 0005 6162", MalformedPacket, "content type runs past the end of the packet "
+     "(Remaining Length too small)", 9, None),
+    ("03 00", MalformedPacket, "content type runs past the end of the packet "
+     "(Remaining Length too small)", 9, None),
+    ("26 0001 ff 0001 76", MalformedPacket,
+     "user property name is not well-formed UTF-8 (invalid start byte)", 11, "MQTT-1.5.4-1"),
+    ("26 0001 00 0001 76", MalformedPacket, "user property name contains U+0000", 11,
+     "MQTT-1.5.4-2"),
+    ("26 0009 6b", MalformedPacket, "user property name runs past the end of the packet "
+     "(Remaining Length too small)", 9, None),
+    ("26 0001 6b 0002 e282", MalformedPacket,
+     "user property value is not well-formed UTF-8 (unexpected end of data)", 14,
+     "MQTT-1.5.4-1"),
+    ("26 0001 6b 0001 00", MalformedPacket, "user property value contains U+0000", 14,
+     "MQTT-1.5.4-2"),
+    ("26 0001 6b 0004 76", MalformedPacket, "user property value runs past the end of the "
+     "packet (Remaining Length too small)", 12, None),
+    ("26 0001 6b 00", MalformedPacket, "user property value runs past the end of the "
+     "packet (Remaining Length too small)", 12, None),
+    ("02 0000 01", MalformedPacket, "message expiry interval runs past the end of the "
+     "packet (Remaining Length too small)", 9, None),
+    ("23 00", MalformedPacket, "topic alias runs past the end of the packet "
+     "(Remaining Length too small)", 9, None),
+    ("23 0000", ProtocolError, "topic alias is 0", 8, "MQTT-3.3.2-8"),
+    ("01 02", ProtocolError, "payload format indicator is 2, not 0 or 1", 8, "§2.2.2.2"),
+    ("08 0003 612f23", ProtocolError, "response topic contains a wildcard", 8,
+     "MQTT-3.3.2-14"),
+]
+
+
+@pytest.mark.parametrize(("block", "cls", "what", "offset", "rule"), _BAD_VALUES)
+def test_bad_property_values_raise_as_before(
+    codec: ModuleType, block: str, cls: type, what: str, offset: int, rule: str | None
+) -> None:
+    raw = bytes.fromhex(block)
+    body = bytes.fromhex("0003612f62") + bytes([len(raw)]) + raw + b"x"
+    with pytest.raises(cls) as info:
+        codec.decode(bytes([0x30, len(body)]) + body, version=5)
+    assert type(info.value) is cls
+    assert (info.value.what, info.value.offset, info.value.rule) == (what, offset, rule)
+
+
+def test_every_publish_value_kind_reads_back(codec: ModuleType) -> None:
+    """Each kind of value a PUBLISH can carry, read attribute by attribute straight after
+    decoding (the extension builds them then, in one pass over the kept block): one- and
+    many-character, ASCII and non-ASCII strings, empty ones, binary data, repeated
+    Subscription Identifiers of one to four bytes, repeated User Properties."""
+    props = Properties(
+        payload_format_indicator=1,
+        message_expiry_interval=0xFFFF_FFFF,
+        content_type="é",
+        response_topic="r",
+        correlation_data=b"",
+        subscription_identifiers=[1, 128, 16_384, 268_435_455],
+        topic_alias=0xFFFF,
+        user_properties=[("k", ""), ("ключ", "значение"), ("", "v"), ("k", "v")],
+    )
+    wire = codec.Publish("a/b", b"x", properties=props).encode(5)
+    got = codec.decode(wire, version=5).properties
+    for name, value in props.items():
+        assert getattr(got, name) == value and type(getattr(got, name)) is type(value)
+    assert got.user_properties is got.user_properties  # one list, built once
+    assert all(type(pair) is tuple for pair in got.user_properties)
+    assert got == props and repr(got) == repr(props)
+    assert codec.decode(wire, version=5).properties == props  # compared before any read
+    assert codec.Publish("a/b", b"x", properties=got).encode(5) == wire
