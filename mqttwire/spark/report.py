@@ -2,13 +2,17 @@
 complete, errors; written as summary.md with a PNG chart of the message rate.
 
 Every figure is a small Spark aggregate over the tables as written (Parquet reads only the
-columns it needs); only aggregates reach the driver, never rows by the million.
+columns it needs); only aggregates reach the driver, never rows by the million.  The
+aggregates are independent, so they run as concurrent Spark jobs, in two waves (the
+second needs the first's counts and time span): one job plans and compiles while another
+runs, where one after another each waited for the last.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,20 +114,52 @@ def _retained_text(topics: int, sent: int) -> str:
             f"{topics} topic(s) hold a retained message (the retained table).")
 
 
+def _together(jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run ``jobs`` (each one Spark action) on threads at once; their results by name.
+    The first error is raised once all have ended."""
+    with ThreadPoolExecutor(max(1, len(jobs)), thread_name_prefix="summary") as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
 def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], directory: str, *,
                   options: Any, files: list[CaptureFile]) -> Report:
     """Compute the summary from ``tables`` (``counts``: their row counts, except
     ``errors``), write ``directory``/summary.md and message_rate.png, and return it.
-    Each figure below is one small Spark job."""
+    Each figure below is one small Spark job; they run in two concurrent waves."""
     from pyspark.sql import functions as F
 
     os.makedirs(directory, exist_ok=True)
     messages = tables["messages"]
     errors = tables["errors"]
+    first = _together({
+        # Packets by kind, type and protocol level; the error kinds come with them.
+        "overview": lambda: tables["packets"].groupBy("kind", "packet_type",
+                                                      "protocol_version").count().collect(),
+        # Connections, and how the level of each was known.
+        "known": lambda: tables["connections"].groupBy("joined_mid_stream",
+                                                       "version_source").count().collect(),
+        "top": lambda: (
+            messages.groupBy("topic")
+            .agg(F.count(F.lit(1)).alias("messages"),
+                 F.sum(F.when(F.col("direction") == "c2s", 1).otherwise(0)).alias("published"),
+                 F.sum(F.when(F.col("direction") == "s2c", 1).otherwise(0)).alias("delivered"),
+                 F.sum("payload_length").alias("payload_bytes"))
+            .orderBy(F.desc("messages"), "topic").limit(TOP).collect()),
+        # QoS exchanges (and the time span of the messages, for the chart).
+        "qos": lambda: (
+            messages.groupBy("qos", "status")
+            .agg(F.count(F.lit(1)).alias("n"),
+                 F.percentile_approx("latency_ms", 0.5).alias("median_ms"),
+                 F.max("latency_ms").alias("max_ms"),
+                 F.min(F.unix_micros("ts")).alias("first_us"),
+                 F.max(F.unix_micros("ts")).alias("last_us"))
+            .orderBy("qos", "status").collect()),
+        "retained_sent": lambda: messages.where(
+            F.col("retain") & (F.col("direction") == "c2s")).count(),
+    })
 
-    # Packets by kind, type and protocol level; the error kinds come with them.
-    overview = (tables["packets"].groupBy("kind", "packet_type", "protocol_version")
-                .count().collect())
+    overview = first["overview"]
     by_kind: dict[str, int] = {}
     grid: dict[str, dict[Any, int]] = {}
     for r in overview:
@@ -146,33 +182,46 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
                              + ["total"], rows), ""]
 
     # Connections, and how the level of each was known.
-    known = (tables["connections"].groupBy("joined_mid_stream", "version_source").count()
-             .collect())
+    known = first["known"]
     total = sum(r["count"] for r in known)
     joined = {r["version_source"]: r["count"] for r in known if r["joined_mid_stream"]}
     parts += ["## Connections", "", _connections_text(total, joined), ""]
 
     # Top topics.
-    top = (messages.groupBy("topic")
-           .agg(F.count(F.lit(1)).alias("messages"),
-                F.sum(F.when(F.col("direction") == "c2s", 1).otherwise(0)).alias("published"),
-                F.sum(F.when(F.col("direction") == "s2c", 1).otherwise(0)).alias("delivered"),
-                F.sum("payload_length").alias("payload_bytes"))
-           .orderBy(F.desc("messages"), "topic").limit(TOP).collect())
+    top = first["top"]
     parts += [f"## Top topics (by PUBLISH packets, at most {TOP})", "",
               markdown_table(["topic", "PUBLISH packets", "published (c2s)", "delivered (s2c)",
                               "payload bytes"],
                              [[r["topic"], r["messages"], r["published"], r["delivered"],
                                r["payload_bytes"]] for r in top]), ""]
 
-    # QoS exchanges (and the time span of the messages, for the chart).
-    qos = (messages.groupBy("qos", "status")
-           .agg(F.count(F.lit(1)).alias("n"),
-                F.percentile_approx("latency_ms", 0.5).alias("median_ms"),
-                F.max("latency_ms").alias("max_ms"),
-                F.min(F.unix_micros("ts")).alias("first_us"),
-                F.max(F.unix_micros("ts")).alias("last_us"))
-           .orderBy("qos", "status").collect())
+    # QoS exchanges.
+    qos = first["qos"]
+    n_unfinished = sum(r["n"] for r in qos if r["status"] in ("incomplete", "failed"))
+    spans = [(r["first_us"], r["last_us"]) for r in qos if r["first_us"] is not None]
+    second: dict[str, Callable[[], Any]] = {}
+    if n_unfinished:
+        second["unfinished"] = lambda: (
+            messages.where(F.col("status").isin("incomplete", "failed"))
+            .orderBy("ts", "connection_id").limit(TOP)
+            .select("capture", "connection_id", "client_id", "direction", "topic", "qos",
+                    "packet_id", "status", "ack_reason_code", "puback_ts", "pubrec_ts",
+                    "pubrel_ts").collect())
+    if by_kind:
+        second["bad"] = lambda: sorted(
+            r["capture"] for r in errors.where(F.col("kind") == "capture_error")
+            .select("capture").distinct().collect())
+        second["first_errors"] = lambda: (
+            errors.orderBy("capture", "ts_ns", "connection_id", "stream_offset").limit(TOP)
+            .select("capture", "kind", "connection_id", "direction", "stream_offset",
+                    "length", "error").collect())
+    if spans:
+        lo = min(lo for lo, _ in spans)
+        hi = max(hi for _, hi in spans)
+        width = rate_buckets(lo, hi)
+        second["rate"] = lambda: _rate_counts(messages, lo, width)
+    later = _together(second)
+
     parts += ["## QoS 1 and 2 exchanges", ""]
     exchanges = [r for r in qos if r["qos"]]
     if exchanges:
@@ -180,37 +229,29 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
                                   "max latency (ms)"],
                                  [[r["qos"], r["status"], r["n"], _ms(r["median_ms"]),
                                    _ms(r["max_ms"])] for r in exchanges]), ""]
-    n_unfinished = sum(r["n"] for r in qos if r["status"] in ("incomplete", "failed"))
     if n_unfinished:
-        first = (messages.where(F.col("status").isin("incomplete", "failed"))
-                 .orderBy("ts", "connection_id").limit(TOP)
-                 .select("capture", "connection_id", "client_id", "direction", "topic",
-                         "qos", "packet_id", "status", "ack_reason_code", "puback_ts",
-                         "pubrec_ts", "pubrel_ts").collect())
-        parts += [f"{n_unfinished} exchange(s) did not complete; the first {len(first)}:", "",
+        unfinished = later["unfinished"]
+        parts += [f"{n_unfinished} exchange(s) did not complete; the first "
+                  f"{len(unfinished)}:", "",
                   markdown_table(["capture", "connection", "client id", "direction", "topic",
                                   "QoS", "packet id", "status", "ack reason", "last step"],
                                  [[r["capture"], r["connection_id"], r["client_id"],
                                    r["direction"], r["topic"], r["qos"], r["packet_id"],
                                    r["status"], _hex(r["ack_reason_code"]), _last_step(r)]
-                                  for r in first]), ""]
+                                  for r in unfinished]), ""]
     else:
         parts += [_all_complete_text(bool(exchanges)), ""]
 
     # Retained messages: what the table holds, and why it may be empty.
-    retained_sent = messages.where(F.col("retain") & (F.col("direction") == "c2s")).count()
     parts += ["## Retained messages", "", _retained_text(counts.get("retained", 0),
-                                                         retained_sent), ""]
+                                                         first["retained_sent"]), ""]
 
     # Errors.
     parts += ["## Errors", ""]
     bad: list[str] = []
     if by_kind:
-        bad = sorted(r["capture"] for r in errors.where(F.col("kind") == "capture_error")
-                     .select("capture").distinct().collect())
-        first_errors = (errors.orderBy("capture", "ts_ns", "connection_id", "stream_offset")
-                        .limit(TOP).select("capture", "kind", "connection_id", "direction",
-                                           "stream_offset", "length", "error").collect())
+        bad = later["bad"]
+        first_errors = later["first_errors"]
         parts += [markdown_table(["kind", "records"], sorted(by_kind.items())), "",
                   f"The first {len(first_errors)}:", "",
                   markdown_table(["capture", "kind", "connection", "direction", "stream offset",
@@ -221,12 +262,9 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
         parts += ["Captures that could not be read to the end: "
                   + ", ".join(f"`{name}`" for name in bad) + ".", ""]
 
-    spans = [(r["first_us"], r["last_us"]) for r in qos if r["first_us"] is not None]
     chart = None
     if spans:
-        first_us = min(lo for lo, _ in spans)
-        last_us = max(hi for _, hi in spans)
-        chart = _rate_chart(messages, directory, first_us, last_us)
+        chart = _rate_chart(later["rate"], directory, lo, hi, width)
         parts += ["## Message rate", "",
                   f"![PUBLISH packets over time]({os.path.basename(chart)})", ""]
     text = "\n".join(parts)
@@ -236,17 +274,20 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
     return Report(text, path, chart, counts, bad)
 
 
-def _rate_chart(messages: DataFrame, directory: str, lo: int, hi: int) -> str:
-    """Plot PUBLISH packets over time (published and delivered) between the times ``lo``
-    and ``hi`` (microseconds), in round buckets; return the PNG's path.  Buckets of a
-    second or more are shown as packets per second; shorter ones as packets per bucket,
-    since a rate scaled up from a few packets in a millisecond would mislead."""
+def _rate_counts(messages: DataFrame, lo: int, width: int) -> list[Any]:
+    """PUBLISH packets per bucket of ``width`` microseconds from ``lo``, and direction."""
     from pyspark.sql import functions as F
 
-    width = rate_buckets(lo, hi)
     bucket = F.floor((F.unix_micros("ts") - F.lit(lo)) / F.lit(width)).alias("bucket")
-    counts = messages.groupBy(bucket, "direction").count().collect()
+    return messages.groupBy(bucket, "direction").count().collect()
 
+
+def _rate_chart(counts: list[Any], directory: str, lo: int, hi: int, width: int) -> str:
+    """Plot PUBLISH packets over time (published and delivered) between the times ``lo``
+    and ``hi`` (microseconds), ``counts`` per bucket of ``width`` (:func:`_rate_counts`);
+    return the PNG's path.  Buckets of a second or more are shown as packets per second;
+    shorter ones as packets per bucket, since a rate scaled up from a few packets in a
+    millisecond would mislead."""
     # A bare Figure, not pyplot: no display and no global backend is touched; savefig
     # renders PNG with Agg.
     from matplotlib.figure import Figure
