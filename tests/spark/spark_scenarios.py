@@ -8,6 +8,7 @@ itself.  The packets are encoded with the pure-Python codec.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -329,4 +330,18 @@ def capture_mixed(path: Path, fmt: str = "pcapng") -> Path:
     else:
         write_pcap(buf, frames)
     path.write_bytes(buf.getvalue())
+    return path
+
+
+MAKE_CAPTURE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_capture.py"
+
+
+def generated_capture(path: Path, size: int) -> Path:
+    """A capture of about ``size`` bytes of benchmarks/make_capture.py's traffic (levels 4
+    and 5, QoS 0 and 1, many connections), written to ``path``."""
+    spec = importlib.util.spec_from_file_location("make_capture", MAKE_CAPTURE)
+    assert spec is not None and spec.loader is not None
+    make_capture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_capture)
+    make_capture.write_capture(str(path), size)
     return path

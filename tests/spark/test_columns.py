@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_scenarios import generated_capture
 
 from mqttwire.capture import Record
 
@@ -29,8 +30,6 @@ except ModuleNotFoundError as exc:
         raise
 
 pytestmark = pytest.mark.spark
-
-MAKE_CAPTURE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_capture.py"
 
 
 @pytest.fixture(params=[pytest.param(True, id="cython", marks=pytest.mark.c_extension),
@@ -82,12 +81,7 @@ def test_a_generated_capture_gives_the_same_batches(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """make_capture.py's traffic (levels 4 and 5, QoS 0 and 1, many batches)."""
     importlib.import_module("mqttwire.spark._columns")
-    spec = importlib.util.spec_from_file_location("make_capture", MAKE_CAPTURE)
-    assert spec is not None and spec.loader is not None
-    make_capture = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_capture)
-    path = tmp_path / "gen.pcap"
-    make_capture.write_capture(str(path), 3_000_000)
+    path = generated_capture(tmp_path / "gen.pcap", 3_000_000)
     _assert_same_tables(path.read_bytes(), monkeypatch)
 
 

@@ -5,7 +5,6 @@ shares is compared with its whole-file run in test_pipeline.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import sys
 from collections import defaultdict
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_scenarios import generated_capture
 
 # pyarrow comes with the spark extra (see test_columns.py).
 try:
@@ -27,8 +27,6 @@ except ModuleNotFoundError as exc:
         raise
 
 pytestmark = pytest.mark.spark
-
-MAKE_CAPTURE = Path(__file__).resolve().parents[2] / "benchmarks" / "make_capture.py"
 
 
 def _tables(data: bytes, share: Share | None) -> dict[str, list[pa.RecordBatch]]:
@@ -69,12 +67,7 @@ def test_the_shares_of_every_scenario_capture_make_its_tables(captures: Any,
 
 
 def test_the_shares_of_a_generated_capture_make_its_tables(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("make_capture", MAKE_CAPTURE)
-    assert spec is not None and spec.loader is not None
-    make_capture = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_capture)
-    path = tmp_path / "gen.pcap"
-    make_capture.write_capture(str(path), 1_000_000)
+    path = generated_capture(tmp_path / "gen.pcap", 1_000_000)
     _assert_shares_make_the_whole(path.read_bytes(), 2)
 
 
