@@ -49,7 +49,8 @@ def arrays(objs: Sequence[Any], sources: Sequence[Source], schema: pa.Schema, *,
     """The columns of ``schema`` for ``objs``: column ``c`` from ``sources[c]`` (see
     :data:`Source`; a dict key when ``mapping``).  ``compiled``: whether to use the
     compiled buffers (default: when built)."""
-    objs = list(objs)
+    if not isinstance(objs, list):
+        objs = list(objs)  # read once per column below
     getter = itemgetter if mapping else attrgetter
     built: list[Any] = [None] * len(schema)
     if compiled if compiled is not None else COMPILED:
