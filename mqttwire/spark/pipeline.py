@@ -634,6 +634,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     """Run the pipeline (see the module docstring); print progress to stderr and the
     summary and totals to ``out`` (default stdout).  ``spark``: an existing session to
     use (else one is made for ``options.master`` and stopped at the end)."""
+    from .figures import ArrowFigures, SparkFigures
     from .report import write_summary
     from .session import default_master, make_session
 
@@ -681,13 +682,18 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         else:
             _write_through_spark(spark, plan, target, progress, phase)
             counts = {}
-        tables = _written(spark, target)
-        # The tasks reported their rows; else Parquet keeps row counts in its footers.
-        # Errors are counted by the summary.
-        counts = {name: counts[name] if name in counts else tables[name].count()
-                  for name in TABLE_NAMES if name != "errors"}
-        summary_dir = options.summary_dir or local_path(target) or "."
-        report = write_summary(tables, counts, summary_dir, options=options, files=files)
+        figures: ArrowFigures | SparkFigures
+        if local_target is not None and (counts or str(spark.sparkContext.master).startswith(
+                "local")):
+            # The driver sees the files (it committed them, or it ran the tasks):
+            # Arrow reads them without Spark's first-read costs (.figures).
+            figures = ArrowFigures(local_target)
+        else:
+            figures = SparkFigures(_written(spark, target))
+        if not counts:  # else the tasks reported them; errors: the summary counts them
+            counts = {name: figures.rows(name) for name in TABLE_NAMES if name != "errors"}
+        summary_dir = options.summary_dir or local_target or "."
+        report = write_summary(figures, counts, summary_dir, options=options, files=files)
         counts = report.counts
         bad = report.bad_captures
         phase("summary")

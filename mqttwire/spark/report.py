@@ -1,11 +1,11 @@
 """The run's summary: packets by type and version, top topics, QoS exchanges that did not
 complete, errors; written as summary.md with a PNG chart of the message rate.
 
-Every figure is a small Spark aggregate over the tables as written (Parquet reads only the
-columns it needs); only aggregates reach the driver, never rows by the million.  The
-aggregates are independent, so they run as concurrent Spark jobs, in two waves (the
-second needs the first's counts and time span): one job plans and compiles while another
-runs, where one after another each waited for the last.
+Every figure is an aggregate over the tables as written (:mod:`.figures`: Spark jobs, or
+Arrow on the driver when it can see the files); only aggregates reach the driver, never
+rows by the million.  The figures are independent, so they are computed at once, in two
+waves (the second needs the first's counts and time span): with Spark, one job plans and
+compiles while another runs, where one after another each waited for the last.
 """
 
 from __future__ import annotations
@@ -14,17 +14,20 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+from .figures import ERRORS_COLUMNS, TOP
 
+if TYPE_CHECKING:
+    from .figures import ArrowFigures, SparkFigures
     from .inputs import CaptureFile
+
+    Figures = ArrowFigures | SparkFigures
 
 __all__ = ["ROUND_WIDTHS", "Report", "duration_text", "markdown_table", "rate_buckets",
            "write_summary"]
 
-TOP = 10  # rows in the "top" and "first" lists
 CHART_BUCKETS = 100  # bars of the message-rate chart, at most
 
 
@@ -115,49 +118,22 @@ def _retained_text(topics: int, sent: int) -> str:
 
 
 def _together(jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Run ``jobs`` (each one Spark action) on threads at once; their results by name.
+    """Run ``jobs`` (each one figure) on threads at once; their results by name.
     The first error is raised once all have ended."""
     with ThreadPoolExecutor(max(1, len(jobs)), thread_name_prefix="summary") as pool:
         futures = {name: pool.submit(job) for name, job in jobs.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
-def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], directory: str, *,
+def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
                   options: Any, files: list[CaptureFile]) -> Report:
-    """Compute the summary from ``tables`` (``counts``: their row counts, except
-    ``errors``), write ``directory``/summary.md and message_rate.png, and return it.
-    Each figure below is one small Spark job; they run in two concurrent waves."""
-    from pyspark.sql import functions as F
-
+    """Compute the summary's ``figures`` (:mod:`.figures`; ``counts``: the tables' row
+    counts, except ``errors``), write ``directory``/summary.md and message_rate.png,
+    and return it.  The figures are computed in two concurrent waves."""
     os.makedirs(directory, exist_ok=True)
-    messages = tables["messages"]
-    errors = tables["errors"]
-    first = _together({
-        # Packets by kind, type and protocol level; the error kinds come with them.
-        "overview": lambda: tables["packets"].groupBy("kind", "packet_type",
-                                                      "protocol_version").count().collect(),
-        # Connections, and how the level of each was known.
-        "known": lambda: tables["connections"].groupBy("joined_mid_stream",
-                                                       "version_source").count().collect(),
-        "top": lambda: (
-            messages.groupBy("topic")
-            .agg(F.count(F.lit(1)).alias("messages"),
-                 F.sum(F.when(F.col("direction") == "c2s", 1).otherwise(0)).alias("published"),
-                 F.sum(F.when(F.col("direction") == "s2c", 1).otherwise(0)).alias("delivered"),
-                 F.sum("payload_length").alias("payload_bytes"))
-            .orderBy(F.desc("messages"), "topic").limit(TOP).collect()),
-        # QoS exchanges (and the time span of the messages, for the chart).
-        "qos": lambda: (
-            messages.groupBy("qos", "status")
-            .agg(F.count(F.lit(1)).alias("n"),
-                 F.percentile_approx("latency_ms", 0.5).alias("median_ms"),
-                 F.max("latency_ms").alias("max_ms"),
-                 F.min(F.unix_micros("ts")).alias("first_us"),
-                 F.max(F.unix_micros("ts")).alias("last_us"))
-            .orderBy("qos", "status").collect()),
-        "retained_sent": lambda: messages.where(
-            F.col("retain") & (F.col("direction") == "c2s")).count(),
-    })
+    first = _together({"overview": figures.overview, "known": figures.known,
+                       "top": figures.top, "qos": figures.qos,
+                       "retained_sent": figures.retained_sent})
 
     overview = first["overview"]
     by_kind: dict[str, int] = {}
@@ -201,25 +177,15 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
     spans = [(r["first_us"], r["last_us"]) for r in qos if r["first_us"] is not None]
     second: dict[str, Callable[[], Any]] = {}
     if n_unfinished:
-        second["unfinished"] = lambda: (
-            messages.where(F.col("status").isin("incomplete", "failed"))
-            .orderBy("ts", "connection_id").limit(TOP)
-            .select("capture", "connection_id", "client_id", "direction", "topic", "qos",
-                    "packet_id", "status", "ack_reason_code", "puback_ts", "pubrec_ts",
-                    "pubrel_ts").collect())
+        second["unfinished"] = figures.unfinished
     if by_kind:
-        second["bad"] = lambda: sorted(
-            r["capture"] for r in errors.where(F.col("kind") == "capture_error")
-            .select("capture").distinct().collect())
-        second["first_errors"] = lambda: (
-            errors.orderBy("capture", "ts_ns", "connection_id", "stream_offset").limit(TOP)
-            .select("capture", "kind", "connection_id", "direction", "stream_offset",
-                    "length", "error").collect())
+        second["bad"] = figures.bad
+        second["first_errors"] = figures.first_errors
     if spans:
         lo = min(lo for lo, _ in spans)
         hi = max(hi for _, hi in spans)
         width = rate_buckets(lo, hi)
-        second["rate"] = lambda: _rate_counts(messages, lo, width)
+        second["rate"] = partial(figures.rate, lo, width)
     later = _together(second)
 
     parts += ["## QoS 1 and 2 exchanges", ""]
@@ -255,7 +221,8 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
         parts += [markdown_table(["kind", "records"], sorted(by_kind.items())), "",
                   f"The first {len(first_errors)}:", "",
                   markdown_table(["capture", "kind", "connection", "direction", "stream offset",
-                                  "bytes", "what"], [list(r) for r in first_errors]), ""]
+                                  "bytes", "what"],
+                                 [[r[c] for c in ERRORS_COLUMNS] for r in first_errors]), ""]
     else:
         parts += ["No errors: every byte of every MQTT stream decoded.", ""]
     if bad:
@@ -274,18 +241,10 @@ def write_summary(tables: dict[str, DataFrame], counts: dict[str, int], director
     return Report(text, path, chart, counts, bad)
 
 
-def _rate_counts(messages: DataFrame, lo: int, width: int) -> list[Any]:
-    """PUBLISH packets per bucket of ``width`` microseconds from ``lo``, and direction."""
-    from pyspark.sql import functions as F
-
-    bucket = F.floor((F.unix_micros("ts") - F.lit(lo)) / F.lit(width)).alias("bucket")
-    return messages.groupBy(bucket, "direction").count().collect()
-
-
 def _rate_chart(counts: list[Any], directory: str, lo: int, hi: int, width: int) -> str:
     """Plot PUBLISH packets over time (published and delivered) between the times ``lo``
-    and ``hi`` (microseconds), ``counts`` per bucket of ``width`` (:func:`_rate_counts`);
-    return the PNG's path.  Buckets of a second or more are shown as packets per second;
+    and ``hi`` (microseconds), ``counts`` per bucket of ``width`` (the figures'
+    ``rate``); return the PNG's path.  Buckets of a second or more are shown as packets per second;
     shorter ones as packets per bucket, since a rate scaled up from a few packets in a
     millisecond would mislead."""
     # A bare Figure, not pyplot: no display and no global backend is touched; savefig

@@ -8,7 +8,7 @@ that skip is a failure: the repository's conftest.py).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,11 @@ class LocalRun:
     mixed: dict[str, dict[str, list[dict[str, Any]]]]
     #: The partition directories that Spark's writer made for PARTITION_NAMES.
     partition_dirs: list[str]
+    #: Per output ("stream", "split"): the summary's figures by engine ("spark",
+    #: "arrow": mqttwire.spark.figures), and the summary text written from the Spark
+    #: engine's figures (the pipeline's own summary.md is the Arrow engine's).
+    figures: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    spark_summaries: dict[str, str] = field(default_factory=dict)
 
 
 #: Capture names with every character that Spark escapes in a partition directory.
@@ -99,6 +104,7 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
         read_tables,
         run_pipeline,
     )
+    from mqttwire.spark.report import write_summary
     from mqttwire.spark.session import make_session
 
     try:
@@ -136,6 +142,16 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
                                       **extra)
             run.results[reader] = run_pipeline(options, spark=spark)
             run.out[reader] = out
+        for reader in ("stream", "split"):
+            engines = figures_by_engine(spark, run.out[reader])
+            run.figures[reader] = {name: figures_of(engine) for name, engine in engines.items()}
+            result = run.results[reader]
+            report = write_summary(
+                engines["spark"], {k: v for k, v in result.counts.items() if k != "errors"},
+                str(tmp_path_factory.mktemp(f"summary-{reader}")),
+                options=PipelineOptions(captures.inputs, str(run.out[reader])),
+                files=result.files)
+            run.spark_summaries[reader] = report.text
         run.frames = rows(read_tables(spark, captures.inputs))
         inputs = captures.inputs + [str(path) for path in captures.mixed]
         run.mixed = {"whole": rows(read_tables(spark, inputs, split_size=None)),
@@ -148,3 +164,29 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
     finally:
         spark.stop()
     yield run
+
+
+def figures_by_engine(spark: Any, out: Path) -> dict[str, Any]:
+    """Both figure engines over the tables written in ``out``."""
+    from mqttwire.spark.figures import ArrowFigures, SparkFigures
+    from mqttwire.spark.pipeline import _written
+
+    return {"spark": SparkFigures(_written(spark, str(out))), "arrow": ArrowFigures(str(out))}
+
+
+def figures_of(engine: Any) -> dict[str, Any]:
+    """Every figure of ``engine``; the lists of groups sorted (their order is free)."""
+    from mqttwire.spark.report import rate_buckets
+
+    got: dict[str, Any] = {name: getattr(engine, name)() for name in (
+        "overview", "known", "top", "qos", "retained_sent", "unfinished", "bad",
+        "first_errors")}
+    got["rows"] = {table: engine.rows(table) for table in (
+        "packets", "connections", "messages", "retained", "errors")}
+    spans = [(r["first_us"], r["last_us"]) for r in got["qos"] if r["first_us"] is not None]
+    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+    got["rate"] = engine.rate(lo, rate_buckets(lo, hi))
+    got["rate_1us"] = engine.rate(lo, 1)
+    for name in ("overview", "known", "rate", "rate_1us"):
+        got[name] = sorted(got[name], key=repr)
+    return got

@@ -271,3 +271,18 @@ def test_writer_option_is_checked_before_spark_starts(captures) -> None:
 def _us(value) -> int:
     """A timestamp read back from Parquet (an aware datetime) in microseconds."""
     return round(value.timestamp() * 1_000_000)
+
+
+@pytest.mark.parametrize("reader", ["stream", "split"])
+def test_both_figure_engines_give_the_same_summary(local_run, reader: str) -> None:
+    """The summary's figures are the same from Spark's jobs and from Arrow over the
+    files (mqttwire.spark.figures: the pipeline uses Arrow when the driver sees the
+    output), and so is the summary written from each."""
+    arrow, spark = local_run.figures[reader]["arrow"], local_run.figures[reader]["spark"]
+    assert arrow == spark
+    # every figure has something to compare: the scenarios' unfinished exchanges, error
+    # rows, bad captures, latencies and retained PUBLISHes
+    assert arrow["unfinished"] and arrow["first_errors"] and arrow["bad"]
+    assert [r["median_ms"] for r in arrow["qos"] if r["median_ms"] is not None]
+    assert arrow["retained_sent"] == 5
+    assert local_run.spark_summaries[reader] == local_run.results[reader].summary_text

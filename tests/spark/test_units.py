@@ -215,3 +215,19 @@ def test_the_collector_runs_less_often_while_a_capture_decodes_only() -> None:
     assert gc.get_threshold()[0] == batches.GC_THRESHOLD
     partial.close()
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("values", [
+    [], [3.0], [3.0, 1.0], [1.0, 2.0, 10.0, 10.0], [5.0, 5.0, 5.0, 7.0],
+    [0.25, 0.5, 0.75, 1.0, 4.0, 4.0, 9.5], list(map(float, range(1, 101))) * 3])
+def test_median_of_counts_is_the_median(values: list[float]) -> None:
+    """figures.median_of_counts over (value, count) pairs is the median of the values
+    (statistics.median: the middle value, or the mean of the two middle ones; the
+    values are exact in binary, so both ways of interpolating give the same float)."""
+    import statistics
+    from collections import Counter
+
+    from mqttwire.spark.figures import median_of_counts
+
+    counts = sorted(Counter(values).items())
+    assert median_of_counts(counts) == (statistics.median(values) if values else None)
