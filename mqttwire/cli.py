@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "local path that every executor mounts), spark (Spark's writer, any "
                    "URI, slower), auto (tasks for a local DIR unless a file is split, "
                    "else spark; the default)")
+    p.add_argument("--jvm-cache", metavar="DIR",
+                   help="keep an archive of the driver JVM's classes in DIR (about 150 MB, "
+                   "written by the first run, which takes some seconds longer): later runs "
+                   "start Spark about 2 s sooner.  Default: none")
     p.add_argument("--progress", type=_seconds, default=5.0, metavar="SECONDS",
                    help="seconds between progress lines (0: none; default 5)")
     p.add_argument("--summary-dir", metavar="DIR",
@@ -299,7 +303,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         split_size=args.split_size or None, writer=args.writer,
         progress_interval=args.progress,
         summary_dir=args.summary_dir, driver_memory=args.driver_memory,
-        executor_memory=args.executor_memory)
+        executor_memory=args.executor_memory, jvm_cache=args.jvm_cache)
     if args.share_size is not None:
         options.share_size = args.share_size or None
     result = run_pipeline(options)

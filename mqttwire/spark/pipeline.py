@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from .batches import Batch, Decoding
+    from .session import ClassArchive
     from .shares import Share
     from .split import SplitRead
 
@@ -123,6 +124,8 @@ class PipelineOptions:
     summary_dir: str | None = None  # default: OUT when local, else the current directory
     driver_memory: str | None = None  # spark.driver.memory, e.g. "2g"; None: Spark's
     executor_memory: str | None = None  # spark.executor.memory; None: Spark's
+    #: a directory for the driver JVM's class archive (.session.ClassArchive); None: none
+    jvm_cache: str | None = None
 
     def memory_conf(self) -> dict[str, str]:
         """The Spark settings of the memory options that were given."""
@@ -130,17 +133,23 @@ class PipelineOptions:
                 "spark.executor.memory": self.executor_memory}
         return {key: value for key, value in conf.items() if value is not None}
 
-    def session_conf(self) -> dict[str, str]:
+    def session_conf(self, archive: ClassArchive | None = None) -> dict[str, str]:
         """The settings of a session that the pipeline makes for itself: the memory
-        options, and :data:`QUICK_JIT` when the master is local and the tasks will write
-        the tables (a local output, no split, not the Spark writer)."""
+        options, :data:`QUICK_JIT` when the master is local and the tasks will write the
+        tables (a local output, no split, not the Spark writer), and ``archive``'s JVM
+        option."""
         from .session import default_master
 
         conf = self.memory_conf()
         master = self.master or default_master() or ""
+        java = []
         if (master.startswith("local") and self.writer != "spark" and not self.split_size
                 and local_path(self.out) is not None):
-            conf["spark.driver.extraJavaOptions"] = QUICK_JIT
+            java.append(QUICK_JIT)
+        if archive is not None:
+            java.append(archive.java_option())
+        if java:
+            conf["spark.driver.extraJavaOptions"] = " ".join(java)
         return conf
 
 
@@ -636,7 +645,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     use (else one is made for ``options.master`` and stopped at the end)."""
     from .figures import ArrowFigures, SparkFigures
     from .report import write_summary
-    from .session import default_master, make_session
+    from .session import ClassArchive, default_master, jvm_running, make_session
 
     if options.writer not in ("auto", "tasks", "spark"):
         raise ValueError(f"writer must be auto, tasks or spark, not {options.writer!r}")
@@ -645,9 +654,12 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                          f"{options.out!r}: use writer 'spark' or 'auto'")
     out = out or sys.stdout
     own_session = spark is None
+    archive = None
     if spark is None:
+        if options.jvm_cache is not None and not jvm_running():
+            archive = ClassArchive(options.jvm_cache)
         spark = make_session(options.master or default_master(),
-                             conf=options.session_conf())
+                             conf=options.session_conf(archive))
     started = time.monotonic()
     timings: dict[str, float] = {}
     lap = started
@@ -714,3 +726,5 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     finally:
         if own_session:
             spark.stop()
+        if archive is not None and archive.finish():
+            print(f"mqttwire: wrote the JVM's class archive {archive.path}", file=sys.stderr)

@@ -196,6 +196,35 @@ def test_session_conf_stops_the_jit_at_c1_only_where_the_tasks_write(
     assert conf() == {}
 
 
+@pytest.mark.spark
+def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    """The JVM option of a class archive (session.ClassArchive): write one at exit when
+    there is none (under a name of this process's), else map it; both with the JVM's
+    CDS log off; and both after QUICK_JIT in the driver's options."""
+    from mqttwire.spark import PipelineOptions
+    from mqttwire.spark.pipeline import QUICK_JIT
+    from mqttwire.spark.session import ClassArchive
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    archive = ClassArchive(str(tmp_path / "cache"))
+    assert archive.path.startswith(str(tmp_path / "cache" / "spark-"))
+    assert archive.path.endswith(".jsa")
+    part = f"{archive.path}.{os.getpid()}.part"
+    assert archive.java_option() == f"-XX:ArchiveClassesAtExit={part} -Xlog:cds*=off"
+    assert archive.writing == part and (tmp_path / "cache").is_dir()
+    assert "writing" in repr(archive)
+
+    Path(archive.path).write_bytes(b"x")
+    again = ClassArchive(str(tmp_path / "cache"))
+    assert again.path == archive.path
+    assert again.java_option() == f"-XX:SharedArchiveFile={again.path} -Xlog:cds*=off"
+    assert again.writing is None and again.finish() is False  # nothing to move
+    options = PipelineOptions(["x.pcap"], str(tmp_path), master="local[2]")
+    assert options.session_conf(again) == {
+        "spark.driver.extraJavaOptions": f"{QUICK_JIT} {again.java_option()}"}
+
+
 def _result(files: int, bad: int) -> PipelineResult:
     """What run_pipeline returns after reading ``files`` inputs, ``bad`` of them not (or
     not to the end)."""
@@ -313,6 +342,13 @@ def test_pipeline_rejects_an_unknown_writer(capsys: pytest.CaptureFixture[str]) 
         main(["pipeline", "x.pcap", "--out", "o", "--writer", "hand"])
     assert exc.value.code == 2
     assert "argument --writer: invalid choice: 'hand'" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("given", "cache"), [([], None), (["--jvm-cache", "c"], "c")])
+def test_pipeline_jvm_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                            given: list[str], cache: str | None) -> None:
+    assert _options(monkeypatch, tmp_path, given).jvm_cache == cache
 
 
 @pytest.mark.spark
