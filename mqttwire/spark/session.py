@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -186,11 +187,15 @@ def usable_archive(path: str) -> bool:
     """Whether a JVM starts with the class archive ``path``.  Java 17 crashes on a
     truncated archive (a disk that filled up as it was written, say) where it ignores
     one it cannot use, so an archive is tried once before it is kept."""
-    try:
-        done = subprocess.run([find_java(), f"-XX:SharedArchiveFile={path}", "-Xlog:cds*=off",
-                               "-version"], capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    # A crashing JVM writes hs_err_pid*.log into its working directory (and may dump
+    # core): a directory of its own, removed after, and no core.
+    with tempfile.TemporaryDirectory(prefix="mqttwire-jvm-") as scratch:
+        try:
+            done = subprocess.run([find_java(), f"-XX:SharedArchiveFile={path}",
+                                   "-Xlog:cds*=off", "-XX:-CreateCoredumpOnCrash", "-version"],
+                                  capture_output=True, timeout=60, check=False, cwd=scratch)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
     return done.returncode == 0
 
 

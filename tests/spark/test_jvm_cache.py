@@ -62,7 +62,9 @@ def test_first_run_writes_the_archive_and_the_next_maps_it(
     cut.java_option()  # asks for an archive, as a first run does
     assert cut.writing is not None
     Path(cut.writing).write_bytes((cache / "whole").read_bytes()[:4 << 20])
+    monkeypatch.chdir(tmp_path)
     assert not usable_archive(cut.writing)
+    assert not list(tmp_path.glob("hs_err*")) and not list(tmp_path.glob("core*"))
     assert cut.finish() is False
     assert [p.name for p in cache.iterdir()] == ["whole"]  # the cut one removed
 
