@@ -28,6 +28,9 @@ cdef extern from "Python.h":
     bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)
     object PyObject_GenericGetDict(object o, void* context)
     int PyObject_GenericSetAttr(object o, object name, object value) except -1
+    # The same, where ``value`` may be NULL (a deletion).
+    int generic_setattro "PyObject_GenericSetAttr"(
+        PyObject* o, PyObject* name, PyObject* value) except -1
     # Allocation as object.__new__(cls) does it, without the call through the type
     # (_speedups: a Properties, a plain class with no __new__ of its own), and as
     # type.__call__ allocates before __init__ (capture/_fast: a Record, filled slot by slot).
@@ -47,9 +50,11 @@ cdef extern from "Python.h":
 # pure objects' slots by the offsets these give).
 cdef extern from "structmember.h":
     ctypedef struct PyMemberDef:
+        const char* name
         int type
         Py_ssize_t offset
         int flags
+        const char* doc
     int T_OBJECT_EX
     int READONLY
 
@@ -57,6 +62,20 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef* d_member
     PyTypeObject PyMemberDescr_Type
+    object PyDescr_NewMember(PyTypeObject* type, PyMemberDef* member)
+    void PyType_Modified(PyTypeObject* type)
+    ctypedef int (*setattrofunc)(PyObject* obj, PyObject* name, PyObject* value) except -1
+
+# Two slots of a type object that Cython's PyTypeObject does not declare.
+cdef extern from *:
+    """
+    static void mqttwire_set_setattro(PyTypeObject *type, setattrofunc f) {
+        type->tp_setattro = f;
+    }
+    static PyObject *mqttwire_type_dict(PyTypeObject *type) { return type->tp_dict; }
+    """
+    void set_setattro "mqttwire_set_setattro"(PyTypeObject* type, setattrofunc f)
+    PyObject* type_dict "mqttwire_type_dict"(PyTypeObject* type)  # borrowed
 
 
 cdef inline PyMemberDef* slot_member(object descr) noexcept:

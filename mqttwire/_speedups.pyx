@@ -32,9 +32,10 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_Next
+from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.object cimport PyObject, PyObject_GenericGetAttr, PyTypeObject, Py_TYPE
-from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.long cimport PyLong_AsSsize_t
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_FromOrdinal
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy, memmove
@@ -44,13 +45,20 @@ from ._cdefs cimport (
     READONLY,
     T_OBJECT_EX,
     PyBytes_FromStringAndSize,
+    PyDescr_NewMember,
     PyMemberDef,
     PyMemberDescrObject,
+    Py_None,
     Py_SET_TYPE,
+    PyType_Modified,
     PyLong_AsLongLongAndOverflow,
     PyObject_GenericGetDict,
     PyObject_GenericSetAttr,
     PyType_GenericNew,
+    generic_setattro,
+    set_setattro,
+    setattrofunc,
+    type_dict,
     PyUnicode_AsUTF8AndSize,
     PyUnicode_DATA,
     PyUnicode_DecodeUTF8,
