@@ -162,10 +162,10 @@ class ClassArchive:
         # jars, old class files: hundreds of lines) and warns when it cannot map one.
         quiet = "-Xlog:cds*=off"
         if os.path.isfile(self.path):
-            return f"-XX:SharedArchiveFile={self.path} {quiet}"
+            return f"{_quoted('-XX:SharedArchiveFile=' + self.path)} {quiet}"
         os.makedirs(self.directory, exist_ok=True)
         self.writing = f"{self.path}.{os.getpid()}.part"
-        return f"-XX:ArchiveClassesAtExit={self.writing} {quiet}"
+        return f"{_quoted('-XX:ArchiveClassesAtExit=' + self.writing)} {quiet}"
 
     def finish(self) -> bool:
         """After the session's stop: when the JVM was asked to write the archive, end it
@@ -181,6 +181,14 @@ class ClassArchive:
             os.remove(self.writing)
         self.writing = None
         return written
+
+
+def _quoted(option: str) -> str:
+    """A JVM option as one word of spark.driver.extraJavaOptions, which Spark splits as a
+    shell does (a path with a space in it is quoted)."""
+    if not any(c.isspace() or c in "'\"\\" for c in option):
+        return option
+    return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def usable_archive(path: str) -> bool:

@@ -22,8 +22,8 @@ import pytest
 from capture_helpers import T0, conversation, encode_all, segments_for, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loop_checks import assert_same_records, cython_codec, fast_expected, reference_records
 
-from conftest import assert_same_records, cython_codec, fast_expected, reference_records
 from mqttwire.capture import MqttStreams, _fast, read_capture
 from mqttwire.capture.link import (
     LINKTYPE_ETHERNET,

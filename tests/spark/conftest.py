@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from spark_scenarios import (
+    PARTITION_NAMES,
     Written,
     capture_a,
     capture_b,
@@ -88,8 +89,6 @@ class LocalRun:
     spark_summaries: dict[str, str] = field(default_factory=dict)
 
 
-#: Capture names with every character that Spark escapes in a partition directory.
-PARTITION_NAMES = ["a.pcap", "x:y=z%.pcap", "a b#c?'*[]^{}\\\x01\x7f", "é ü.pcapng"]
 
 
 @pytest.fixture(scope="session")

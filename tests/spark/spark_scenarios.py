@@ -43,6 +43,10 @@ class Written:
     times: dict[str, int] = field(default_factory=dict)  # step label -> ts (ns)
 
 
+#: Capture names with every character that Spark escapes in a partition directory.
+PARTITION_NAMES = ["a.pcap", "x:y=z%.pcap", "a b#c?'*[]^{}\\\x01\x7f", "é ü.pcapng"]
+
+
 def write_capture(path: Path, flows: dict[str, tuple[TcpFlow, int]], steps: list[Step], *,
                   pcapng: bool = True, cut: int = 0, mid_stream: frozenset[str] = frozenset()
                   ) -> Written:

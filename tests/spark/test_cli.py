@@ -220,6 +220,8 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     assert again.path == archive.path
     assert again.java_option() == f"-XX:SharedArchiveFile={again.path} -Xlog:cds*=off"
     assert again.writing is None and again.finish() is False  # nothing to move
+    spaced = ClassArchive(str(tmp_path / "a b"))  # Spark splits the options as a shell
+    assert spaced.java_option() == f'"-XX:ArchiveClassesAtExit={spaced.writing}" -Xlog:cds*=off'
     options = PipelineOptions(["x.pcap"], str(tmp_path), master="local[2]")
     assert options.session_conf(again) == {
         "spark.driver.extraJavaOptions": f"{QUICK_JIT} {again.java_option()}"}

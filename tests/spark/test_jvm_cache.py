@@ -30,7 +30,7 @@ def _pipeline(capture: Path, out: Path, cache: Path) -> subprocess.CompletedProc
 def test_first_run_writes_the_archive_and_the_next_maps_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     capture = capture_b(tmp_path / "b.pcap").path
-    cache = tmp_path / "cache"
+    cache = tmp_path / "jvm cache"  # a space: the JVM option is quoted for Spark
     first = _pipeline(capture, tmp_path / "one", cache)
     assert first.returncode == 0, first.stderr[-3000:]
     (archive,) = cache.iterdir()  # the archive, and no part of one left behind

@@ -251,7 +251,10 @@ def test_files_read_in_shares_give_the_same_tables(local_run) -> None:
 
 
 def test_partition_directories_are_named_as_spark_names_them(local_run) -> None:
-    from conftest import PARTITION_NAMES
+    # from spark_scenarios, not conftest: with tests/capture in the same run, "conftest"
+    # may be the other directory's module (this failed now and then)
+    from spark_scenarios import PARTITION_NAMES
+
     from mqttwire.spark.parquet import partition_dir
 
     assert sorted(partition_dir("capture", name) for name in PARTITION_NAMES) == (
