@@ -232,6 +232,17 @@ class MqttStreamReader(DataSourceStreamReader):
 
     def _connected(self) -> Subscriber:
         if self._subscriber is None:
+            # This process (Spark's runner of the source, one per query) holds every
+            # message received until its batch commits: tens of thousands of objects
+            # without cycles, which CPython's collector would otherwise scan again and
+            # again (as in the capture decoding: .batches.GC_THRESHOLD).  Measured:
+            # 31,300 to 36,000 messages a second sustained (benchmarks/README.md).
+            import gc
+
+            from .batches import GC_THRESHOLD
+
+            first, *rest = gc.get_threshold()
+            gc.set_threshold(max(first, GC_THRESHOLD), *rest)
             self._subscriber = self.options.subscriber()
             self._subscriber.start()
         self._subscriber.raise_error()

@@ -92,9 +92,10 @@ Output = Callable[[Iterable["Batch"]], Iterator["pa.RecordBatch"]]
 SHARE_SIZE = 32 << 20
 
 #: The driver JVM's just-in-time compiler stopped at its first tier (C1) when the tasks
-#: write the tables on a local master: the JVM then only starts, schedules and runs the
-#: summary's small jobs, work too short for the optimising compiler (C2) to pay back
-#: the CPU it takes from the tasks on the same cores.  On make_capture.py's 200 MB, the
+#: write the tables on a local master: the JVM then only starts and schedules the tasks
+#: (the summary's figures are Arrow's there: .figures), work too short for the
+#: optimising compiler (C2) to pay back the CPU it takes from the tasks on the same
+#: cores.  On make_capture.py's 200 MB, the
 #: whole run took 8 to 12 s less CPU so (benchmarks/capture.md); where the JVM does the
 #: heavy lifting (a split file's shuffle, Spark's Parquet writer) C1 measured slower, so
 #: those runs keep the JVM's default.

@@ -410,6 +410,29 @@ def test_batches_take_what_arrived_and_acknowledge_on_commit() -> None:
     assert fake.acked_through == [3, 5]
 
 
+def test_the_source_process_collects_garbage_less_often(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connecting raises the collector's first threshold in the source's process (it holds
+    every message until its batch commits), and keeps the other two."""
+    import gc
+
+    from mqttwire.spark.batches import GC_THRESHOLD
+    from mqttwire.spark.live import LiveOptions, MqttStreamReader
+
+    r = MqttStreamReader(LiveOptions.parse({"url": "mqtt://h", "topics": "t",
+                                            "clientId": "me"}))
+    fake = FakeSubscriber()
+    fake.start = lambda: None  # type: ignore[attr-defined]
+    monkeypatch.setattr(LiveOptions, "subscriber", lambda self: fake)
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 11, 12)
+        assert r._connected() is fake
+        assert gc.get_threshold() == (GC_THRESHOLD, 11, 12)
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_max_messages_per_batch() -> None:
     r, fake = reader(maxMessagesPerBatch="2")
     fake.receive(5)
