@@ -461,24 +461,19 @@ cdef class Auth(_PacketBase):
 # through the descriptor itself.)  Publish's, Connect's and Will's `properties` stay
 # properties: they build a decoded block's values on first read.
 
+# Each class's fields, from its shared field list (_fields); _Ack's serve its four
+# subclasses.  Not the `properties` that a class builds on first read.
 cdef dict _FIELDS = {
-    Will: ("topic", "payload", "qos", "retain"),
-    Connect: ("client_id", "protocol_version", "clean_start", "keep_alive", "username",
-              "password", "will"),
-    ConnAck: ("session_present", "reason_code", "properties"),
-    Publish: ("topic", "payload", "qos", "retain", "dup", "packet_id"),
-    _Ack: ("packet_id", "reason_code", "properties"),
-    Subscription: ("topic_filter", "qos", "no_local", "retain_as_published",
-                   "retain_handling"),
-    Subscribe: ("packet_id", "subscriptions", "properties"),
-    SubAck: ("packet_id", "reason_codes", "properties"),
-    Unsubscribe: ("packet_id", "topic_filters", "properties"),
-    UnsubAck: ("packet_id", "reason_codes", "properties"),
-    Disconnect: ("reason_code", "properties"),
-    Auth: ("reason_code", "properties"),
+    cls: tuple(name for name, _ in fields
+               if not (name == "properties" and cls in (Publish, Connect, Will)))
+    for cls, fields in ((Will, WILL), (Connect, CONNECT), (ConnAck, CONNACK),
+                        (Publish, PUBLISH), (_Ack, ACK), (Subscription, SUBSCRIPTION),
+                        (Subscribe, SUBSCRIBE), (SubAck, SUBACK), (Unsubscribe, UNSUBSCRIBE),
+                        (UnsubAck, UNSUBACK), (Disconnect, DISCONNECT), (Auth, AUTH))
 }
-# Per class that can have instances: field name -> offset of its slot.
+# Per class that has instances: field name -> offset of its slot.
 cdef dict _SLOTS = {}
+cdef list _NAMES = []  # the member entries' names (bytes), alive as long as the module
 
 
 cdef int _set_field(PyObject* obj, PyObject* name, PyObject* value) except -1:
@@ -518,38 +513,32 @@ cdef Py_ssize_t _field_offset(type cls, str name) except -1:
 
 
 cdef void _fields_as_members() except *:
-    cdef PyMemberDef* member
     cdef Py_ssize_t n = sum(len(names) for names in _FIELDS.values())
     # The entries live as long as the module (the descriptors point at them).
-    cdef PyMemberDef* members = <PyMemberDef*>malloc(n * sizeof(PyMemberDef))
-    cdef bytes name_bytes
-    if members == NULL:
+    cdef PyMemberDef* member = <PyMemberDef*>malloc(n * sizeof(PyMemberDef))
+    if member == NULL:
         raise MemoryError()
-    cdef list keep = []
     for cls, names in _FIELDS.items():
+        concrete = cls.__subclasses__() or [cls]  # _Ack's four, else the class itself
         slots = {}
         for name in names:
-            member = members
-            members += 1
-            name_bytes = name.encode()
-            keep.append(name_bytes)
-            member.name = name_bytes
+            _NAMES.append(name.encode())
+            member.name = _NAMES[-1]
             member.type = T_OBJECT_EX
-            member.offset = _field_offset(cls if cls is not _Ack else PubAck, name)
+            member.offset = _field_offset(concrete[0], name)
             member.flags = READONLY
             member.doc = NULL
             (<dict>type_dict(<PyTypeObject*>cls))[name] = PyDescr_NewMember(
                 <PyTypeObject*>cls, member)
             slots[name] = member.offset
-        for concrete in ((PubAck, PubRec, PubRel, PubComp) if cls is _Ack else (cls,)):
-            _SLOTS[concrete] = slots
-            set_setattro(<PyTypeObject*>concrete, <setattrofunc>_set_field)
-            PyType_Modified(<PyTypeObject*>concrete)
+            member += 1
+        for klass in concrete:
+            _SLOTS[klass] = slots
+            set_setattro(<PyTypeObject*>klass, <setattrofunc>_set_field)
+            PyType_Modified(<PyTypeObject*>klass)
         PyType_Modified(<PyTypeObject*>cls)
-    _NAMES.extend(keep)
 
 
-cdef list _NAMES = []  # the member entries' names, kept alive
 _fields_as_members()
 
 
