@@ -111,8 +111,8 @@ def reference_view(kind: str, p: Any) -> tuple:
     Also mqttwire's own view in the "decode and read" rows.  Like every peer's view, it
     reads each field as a consumer does and converts only what would not compare equal
     otherwise (mqtt5's QoS object, paho's topic bytes): every peer's decoded payload is
-    bytes already, so ``bytes(payload)`` would time a conversion no consumer makes (about
-    500 instructions, 5% of the v5 PUBLISH row; peers.md)."""
+    bytes already, so ``bytes(payload)`` would time a call no consumer makes (about 1,000
+    instructions, a tenth of the v5 PUBLISH row; peers.md, "The views convert nothing")."""
     if kind == "publish":
         pr = p.properties
         if pr is None:
