@@ -641,8 +641,8 @@ cdef class FastReader:
         self.frame_dirty = True
 
     cdef object _stream(self, _Seg* s):
-        """The live TcpStream of the segment's 4-tuple, or None (unknown, ended, or of
-        an ignored connection: the reassembler decides)."""
+        """The live TcpStream of the segment's 4-tuple, or None (unknown or ended: the
+        reassembler decides)."""
         cdef _Slot* slot = &self.cache[_hash(s) & ((1 << CACHE_BITS) - 1)]
         cdef object st
         if (slot.stream != NULL and slot.alen == s.alen and slot.sport == s.sport
@@ -663,17 +663,17 @@ cdef class FastReader:
             slot.dport = s.dport
             memcpy(slot.src, s.src, s.alen)
             memcpy(slot.dst, s.dst, s.alen)
-        # A stream stays in the reassembler's table until it ends, or until its
-        # connection is ignored and then ends: live and not ignored means it is the one.
-        if (_get(st, S_ENDED) != Py_False
-                or _get(<object>_get(st, S_CONN), C_IGNORED) != Py_False):
+        # A stream stays in the reassembler's table until it ends, and it is marked ended
+        # when the reassembler forgets it (tcp.py, _unregister): live means it is the one.
+        if _get(st, S_ENDED) != Py_False:
             return None
         return st
 
     cdef bint _segment(self, _Seg* s) except -1:
         """TcpReassembler.add and MqttStreams.on_data for a segment without SYN, FIN or
         RST that is the next in-order data of a decoding MQTT direction, or no data at
-        all: True if done here; False, with nothing changed, to hand it over."""
+        all, or of an ignored connection: True if done here; False, with nothing
+        changed, to hand it over."""
         cdef int64_t nxt, high, end
         cdef uint32_t base
         cdef int64_t peer_base, peer_next, scratch
@@ -683,6 +683,11 @@ cdef class FastReader:
         st = self._stream(s)
         if st is None:
             return False
+        if _get(<object>_get(st, S_CONN), C_IGNORED) != Py_False:
+            # A connection that is not MQTT, or not this task's share: tcp.py drops its
+            # segments, watching only for FIN and RST.
+            self._tcp_frame()
+            return True
         v = _get(st, S_BASE)
         if v == Py_None or not _i64(v, &nxt):
             return False

@@ -48,7 +48,7 @@ says why.  Without a known level, lost bytes send the direction back to a window
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -873,6 +873,10 @@ class MqttStreams:
             connection (``frame`` then) is appended as it opens, MQTT or not, so that
             connection ``n`` opened in frame ``openings[n - 1]``; None (the default)
             keeps no list.
+        keep: a connection's number (from 1) to whether it is decoded; the others are
+            ignored as they open, as a connection that is not MQTT is: no bytes of them
+            are decoded, no records made.  None (the default) decodes every connection.
+            A task that takes one share of a capture's connections passes it.
 
     Feed segments to ``reassembler`` (a :class:`TcpReassembler` with this handler), after
     setting ``frame`` to the number of the frame that holds the segment.  Records are
@@ -882,7 +886,8 @@ class MqttStreams:
     def __init__(self, capture: str, *, ports: Iterable[int], codec: ModuleType,
                  payload_limit: int | None = None, version: int | None = None,
                  resync_limit: int = 1 << 20, max_pending: int = 1 << 20,
-                 stream_ends: bool = False, openings: list[int] | None = None) -> None:
+                 stream_ends: bool = False, openings: list[int] | None = None,
+                 keep: Callable[[int], bool] | None = None) -> None:
         self.capture = capture
         self.ports = frozenset(ports)
         self.codec = codec
@@ -893,11 +898,14 @@ class MqttStreams:
         self.out: list[Record] = []
         self.frame = 0
         self.openings = openings
+        self.keep = keep
         self.reassembler = TcpReassembler(self, max_pending=max_pending)
 
     def on_connection(self, conn: TcpConnection) -> bool:
         if self.openings is not None:
             self.openings.append(self.frame)
+        if self.keep is not None and not self.keep(conn.index):
+            return False
         initiator = conn.streams[0]
         if initiator.dport in self.ports:
             _Connection(self, conn, 0)

@@ -63,7 +63,9 @@ class TcpStream:
             first byte; False if the capture began in the middle of the stream.
         next: the stream offset expected next (everything before it was delivered or
             declared a gap).
-        ended: True once on_end was called.
+        ended: True once on_end was called, or once the reassembler forgot the stream
+            (an ignored connection's ends are not reported, but the compiled loop
+            keeps streams it has seen and must not take a forgotten one for live).
         user: free for the handler.
     """
 
@@ -280,6 +282,7 @@ class TcpReassembler:
 
     def _unregister(self, conn: TcpConnection) -> None:
         for stream in conn.streams:
+            stream.ended = True  # already, unless the connection was ignored
             key = (stream.src, stream.sport, stream.dst, stream.dport)
             if self._streams.get(key) is stream:
                 del self._streams[key]

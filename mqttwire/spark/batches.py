@@ -23,7 +23,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
-from ..capture import Record, read_capture
+from .._impl import impl
+from ..capture import MqttStreams, Record, read_capture, read_with
 from .columns import Source, arrays
 from .derive import CaptureTables, Row
 from .schema import ERRORS, PACKETS, STAGED, TABLES
@@ -138,15 +139,19 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
     decoding stops with an exception).  ``share``: only the records of that share of
     the connections, and ``retain_events`` instead of ``retained`` (:mod:`.shares`).
     """
-    records = read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
-                           version=version, stream_ends=True)
     if share is None or share.count == 1:
+        records = read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
+                               version=version, stream_ends=True)
         return table_batches(records, CaptureTables(name), stats)
-    return _share_batches(records, name, share, stats)
+    # The other shares' connections are ignored as they open: not decoded at all.
+    handler = MqttStreams(name, ports=ports, codec=impl, payload_limit=payload_limit,
+                          version=version, stream_ends=True, keep=share.keeps)
+    return _share_batches(read_with(f, handler), name, share, stats)
 
 
 def _share_batches(records: Iterable[Record], name: str, share: Share,
                    stats: FileStats | None) -> Iterator[Batch]:
+    # records_of still: the records of no connection go to share 0 only.
     tables = ShareTables(name)
     yield from table_batches(records_of(records, name, share), tables, stats)
     yield from retain_event_batches(tables)

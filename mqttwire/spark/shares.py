@@ -8,20 +8,20 @@ work is per connection.  So when the tasks write the tables themselves
 32 MiB by default) is read by ``count`` tasks
 at once (at most one per core Spark offers), and task ``index`` keeps the records of
 the connections numbered n with ``(n - 1) % count == index`` (and, in task 0, the
-records of no connection: IP fragments and a capture error).  Every task reads, reassembles
-and decodes the whole file, exactly as one task would, so each connection's records,
-numbers and ids are the ones of a whole-file read, and the tables are the same
-(tests/spark/test_pipeline.py compares them).
+records of no connection: IP fragments and a capture error).  Every task reads the whole
+file and follows every TCP connection, exactly as one task would, so each connection's
+records, numbers and ids are the ones of a whole-file read, and the tables are the same
+(tests/spark/test_pipeline.py compares them); the connections of the other shares are
+ignored as they open (``MqttStreams``' ``keep``), so none of their bytes is decoded.
 
 The one table that spans connections is ``retained`` (the latest retained PUBLISH per
 topic, over all connections): each task returns its latest per topic, with its
 :data:`~.derive.RetainOrder`, as ``retain_events`` rows (:data:`RETAIN_EVENTS`), and
 the driver keeps the latest of those per capture and topic (:func:`merge_retained`).
 
-Unlike the split path (:mod:`.split`), nothing crosses Spark's shuffle; but the reading,
-reassembly and decoding of the whole file, Record objects included, are repeated in every
-task, which is why two shares decoded a 200 MB capture only 1.15x faster than one task
-on 2 cores (benchmarks/capture.md).  A capture of one busy connection does not spread.
+Unlike the split path (:mod:`.split`), nothing crosses Spark's shuffle; but reading the
+file and finding each segment's connection are repeated in every task
+(benchmarks/capture.md).  A capture of one busy connection does not spread.
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ class Share:
     index: int
     count: int
 
+    def keeps(self, number: int) -> bool:
+        """Whether connection ``number`` (n of its id "<capture>#<n>") is this share's."""
+        return (number - 1) % self.count == self.index
+
 
 def share_count(size: int, share_size: int | None, cores: int) -> int:
     """How many tasks read a file of ``size`` bytes: one per ``share_size`` bytes, at most
@@ -62,17 +66,16 @@ def share_count(size: int, share_size: int | None, cores: int) -> int:
 def records_of(records: Iterable[Record], capture: str, share: Share) -> Iterator[Record]:
     """The records of ``share``'s connections (see the module docstring)."""
     prefix = len(capture) + 1  # connection ids are "<capture>#<n>"
-    index, count = share.index, share.count
     mine: dict[str, bool] = {}
     for rec in records:
         conn_id = rec.connection_id
         if conn_id is None:
-            if index == 0:
+            if share.index == 0:
                 yield rec
             continue
         keep = mine.get(conn_id)
         if keep is None:
-            keep = mine[conn_id] = (int(conn_id[prefix:]) - 1) % count == index
+            keep = mine[conn_id] = share.keeps(int(conn_id[prefix:]))
         if keep:
             yield rec
 

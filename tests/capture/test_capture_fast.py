@@ -14,6 +14,7 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -54,9 +55,18 @@ def _compare(raw: bytes, **kw: Any) -> list[Any]:
 
 
 def _fast_handler(name: str, ports: list[int], payload_limit: int | None, codec: ModuleType,
-                  version: int | None, max_pending: int, stream_ends: bool) -> MqttStreams:
+                  version: int | None, max_pending: int, stream_ends: bool,
+                  keep: Callable[[int], bool] | None = None) -> MqttStreams:
     return MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
-                       version=version, max_pending=max_pending, stream_ends=stream_ends)
+                       version=version, max_pending=max_pending, stream_ends=stream_ends,
+                       keep=keep)
+
+
+def _kept(records: list[Any], keep: Callable[[int], bool]) -> list[Any]:
+    """The records of a whole read that a read keeping the connections ``keep`` keeps:
+    those of its connections, and those of no connection (fragments, a capture error)."""
+    return [r for r in records
+            if r.connection_id is None or keep(int(r.connection_id.rsplit("#", 1)[1]))]
 
 
 def test_loop_choice(codec: ModuleType, _both_capture_loops: list[bool]) -> None:
@@ -183,6 +193,51 @@ def captures(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
 def test_hypothesis_captures_differential(capture: tuple[bytes, dict[str, Any]]) -> None:
     raw, options = capture
     _compare(raw, **options)
+
+
+@pytest.mark.c_extension
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+@given(capture=captures(), share=st.sampled_from([(0, 2), (1, 2), (1, 3), (2, 3)]))
+def test_hypothesis_captures_keeping_some_connections(capture: tuple[bytes, dict[str, Any]],
+                                                      share: tuple[int, int]) -> None:
+    """A reader that keeps a share of the connections (MqttStreams' ``keep``, as a
+    pipeline task does) makes, in both loops, exactly the whole read's records of those
+    connections: the others are ignored as they open, not decoded and filtered."""
+    raw, options = capture
+    index, count = share
+
+    def keep(n: int) -> bool:
+        return (n - 1) % count == index
+
+    assert_same_records(_compare(raw, keep=keep, **options),
+                        _kept(_compare(raw, **options), keep))
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("end", ["rst", "fin"])
+def test_a_4_tuple_reused_after_an_ignored_connection(end: str) -> None:
+    """An ignored connection ends and a new one opens on the same 4-tuple: the compiled
+    loop, which remembers the streams it has seen, must not take the new connection's
+    segments for the ignored one's (tcp.py marks a forgotten stream ended)."""
+    mw = cython_codec()
+    client, server = ("10.0.0.1", 40000), ("10.0.0.2", 1883)
+    first = TcpFlow(client, server, isn_client=1000, isn_server=5000)
+    second = TcpFlow(client, server, isn_client=900_000, isn_server=700_000)
+    segs = first.open() + segments_for(first, encode_all(conversation(mw, 4, "a"), 4))
+    segs += [first.reset(0)] if end == "rst" else first.close()
+    frames = flow_frames(first, segs)
+    segs2 = (second.open() + segments_for(second, encode_all(conversation(mw, 4, "b"), 4))
+             + second.close())
+    frames += flow_frames(second, segs2, start=len(frames))
+    raw = write(frames)
+
+    def keep(n: int) -> bool:
+        return n == 2
+
+    kept = _compare(raw, keep=keep, stream_ends=True)
+    assert kept and {r.connection_id for r in kept} == {"t.pcapng#2"}
+    assert_same_records(kept, _kept(_compare(raw, stream_ends=True), keep))
 
 
 def test_pure_python_switch_leaves_the_compiled_loop_out() -> None:
