@@ -72,10 +72,13 @@ class PahoSampleSource(DataSource):
 
 def main() -> int:
     source, url, topic, out, checkpoint, stopfile = sys.argv[1:]
-    from mqttwire.spark.live import register
+    from mqttwire.spark.live import register, use_filesystem_checkpoints
     from mqttwire.spark.session import make_session
 
     spark = make_session("local[2]")
+    # Both sources: the checkpoint and sink logs written without a readlink process per
+    # file (mqttwire.spark.live.use_filesystem_checkpoints; the checkpoint is local).
+    assert use_filesystem_checkpoints(spark)
     if source == "mqtt":
         register(spark)
         reader = (spark.readStream.format("mqtt").option("clientId", "bench-live")

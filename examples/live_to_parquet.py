@@ -17,7 +17,7 @@ import argparse
 
 from pyspark.sql import SparkSession
 
-from mqttwire.spark.live import register
+from mqttwire.spark.live import register, use_filesystem_checkpoints
 
 
 def main() -> None:
@@ -34,6 +34,8 @@ def main() -> None:
 
     spark = SparkSession.builder.appName("mqtt-live-to-parquet").getOrCreate()
     register(spark)
+    if "://" not in args.checkpoint or args.checkpoint.startswith("file:"):
+        use_filesystem_checkpoints(spark)  # a local checkpoint: no process per log file
     messages = (spark.readStream.format("mqtt")
                 .option("url", args.url).option("topics", args.topics)
                 .option("clientId", args.client_id).option("qos", args.qos)

@@ -14,11 +14,13 @@ import time
 
 def main() -> int:
     out, checkpoint, stopfile, *pairs = sys.argv[1:]
-    from mqttwire.spark.live import register
+    from mqttwire.spark.live import register, use_filesystem_checkpoints
     from mqttwire.spark.session import make_session
 
     spark = make_session("local[2]")
     register(spark)
+    # As the example job does for a local checkpoint: the crash tests run with it.
+    assert use_filesystem_checkpoints(spark)
     options = dict(pair.split("=", 1) for pair in pairs)
     query = (spark.readStream.format("mqtt").options(**options).load()
              .writeStream.format("parquet").option("path", out)

@@ -127,7 +127,10 @@ class Publisher:
     ledger: dict[str, int] = field(default_factory=dict)  # id -> qos
     stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, count: int, rate: float) -> None:
+    def run(self, count: int, rate: float, gate: threading.Event | None = None,
+            gate_at: int = 0) -> None:
+        """Publish ``count`` messages at ``rate`` a second; before message ``gate_at``,
+        wait until ``gate`` is set."""
         import paho.mqtt.client as mqtt
 
         protocol = mqtt.MQTTv5 if self.level == 5 else mqtt.MQTTv311
@@ -137,6 +140,8 @@ class Publisher:
         client.loop_start()
         try:
             for n in range(count):
+                if gate is not None and n == gate_at:
+                    gate.wait(TIMEOUT)
                 if self.stop.is_set():
                     break
                 qos = n % 3
@@ -249,7 +254,11 @@ class Crash:
 def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
     """Publishers at 3.1.1 and 5.0 run the whole time; the query is killed once it has
     written some rows, and restarted from its checkpoint; then every acknowledged
-    QoS 1/2 message must be in its output."""
+    QoS 1/2 message must be in its output.
+
+    Mid-stream whatever the speed of the query's first batches: the publishers wait
+    after their first 40 messages until the query has written rows, and the query is
+    killed 0.3 s after they go on, with messages sent to it and not yet committed."""
     tmp = tmp_path_factory.mktemp("live")
     with mosquitto(tmp) as broker:
         job = Job(tmp / "out", tmp / "checkpoint", tmp / "stop",
@@ -258,7 +267,9 @@ def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
         job.start(tmp / "job-1.log")
         broker.wait_for("Sending SUBACK to live-test", job, 90)
         publishers = [Publisher(broker, 5), Publisher(broker, 4)]
-        threads = [threading.Thread(target=p.run, args=(150, 40)) for p in publishers]
+        gate = threading.Event()
+        threads = [threading.Thread(target=p.run, args=(150, 40, gate, 40))
+                   for p in publishers]
         for t in threads:
             t.start()
         try:
@@ -266,6 +277,8 @@ def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
             while len(rows(job.out)) < 20:
                 assert time.monotonic() < deadline and not job.ended(), job.log_tail()
                 time.sleep(0.2)
+            gate.set()
+            time.sleep(0.3)
             before = len(rows(job.out))
             job.kill()  # mid-stream: the publishers go on
             job.start(tmp / "job-2.log")
@@ -571,3 +584,19 @@ def test_options_defaults_and_url() -> None:
     o = LiveOptions.parse({"url": "mqtt://h", "topics": "t", "clientId": "me",
                            "version": "3.1.1"})
     assert (o.port, o.version, o.session_expiry, o.receive_maximum) == (1883, 4, 0, None)
+
+
+def test_filesystem_checkpoints_are_chosen_when_asked(spark: Any) -> None:
+    """use_filesystem_checkpoints sets Spark's checkpoint manager to its FileSystem one (a
+    class this Spark has), and only when called."""
+    from mqttwire.spark.live import use_filesystem_checkpoints
+
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    assert spark.conf.get(key, None) is None
+    try:
+        assert use_filesystem_checkpoints(spark)
+        name = spark.conf.get(key)
+        assert name.endswith(".FileSystemBasedCheckpointFileManager")
+        spark.sparkContext._jvm.java.lang.Class.forName(name)  # raises if there is none
+    finally:
+        spark.conf.unset(key)
