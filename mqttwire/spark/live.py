@@ -336,12 +336,14 @@ def use_filesystem_checkpoints(spark: SparkSession) -> bool:
 
     Call it before starting the query.  True if set; False if this Spark has no such
     class (the default stays).  Needs a classic session (not Spark Connect)."""
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # no stubs
+
     jvm = spark.sparkContext._jvm  # py4j's view of the driver's JVM
     assert jvm is not None, "a classic session has a JVM"
     for name in _FILESYSTEM_MANAGERS:
         try:
             jvm.java.lang.Class.forName(name)
-        except Exception:  # py4j's error for ClassNotFoundException
+        except Py4JJavaError:  # ClassNotFoundException: another Spark version
             continue
         spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", name)
         return True

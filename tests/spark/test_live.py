@@ -600,3 +600,12 @@ def test_filesystem_checkpoints_are_chosen_when_asked(spark: Any) -> None:
         spark.sparkContext._jvm.java.lang.Class.forName(name)  # raises if there is none
     finally:
         spark.conf.unset(key)
+
+
+def test_filesystem_checkpoints_leave_the_default_without_the_class(
+        spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mqttwire.spark.live as live
+
+    monkeypatch.setattr(live, "_FILESYSTEM_MANAGERS", ("org.example.NoSuchManager",))
+    assert live.use_filesystem_checkpoints(spark) is False
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass", None) is None
