@@ -296,6 +296,7 @@ def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
         finally:
             for p in publishers:
                 p.stop.set()
+            gate.set()  # a publisher waiting at the gate sees the stop at once
             if job.proc is not None and job.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(job.proc.pid, signal.SIGKILL)
