@@ -2,6 +2,10 @@
 
     python examples/live_to_parquet.py mqtt://127.0.0.1:1883 'sensors/#' out/ checkpoint/
 
+(Spark starts its Python workers with ``python3`` from PATH, or PYSPARK_PYTHON: with a
+virtualenv that is not activated, set PYSPARK_PYTHON to its python, which has mqttwire
+and pyarrow; otherwise the query fails with "No module named 'pyarrow'".)
+
 or on a cluster (every executor needs mqttwire and pyarrow: docs/cluster.md):
 
     spark-submit --master spark://host:7077 examples/live_to_parquet.py \
