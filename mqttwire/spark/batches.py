@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, NamedTuple
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from .._impl import impl
-from ..capture import MqttStreams, Record, read_capture, read_with
+from ..capture import MqttStreams, Record, read_with
 from .columns import Source, arrays
 from .derive import CaptureTables, Row
 from .schema import ERRORS, PACKETS, STAGED, TABLES
@@ -139,14 +139,14 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
     decoding stops with an exception).  ``share``: only the records of that share of
     the connections, and ``retain_events`` instead of ``retained`` (:mod:`.shares`).
     """
-    if share is None or share.count == 1:
-        records = read_capture(f, name=name, ports=ports, payload_limit=payload_limit,
-                               version=version, stream_ends=True)
-        return table_batches(records, CaptureTables(name), stats)
-    # The other shares' connections are ignored as they open: not decoded at all.
+    # A share's task ignores the other shares' connections as they open: not decoded.
+    keep = share.keeps if share is not None and share.count > 1 else None
     handler = MqttStreams(name, ports=ports, codec=impl, payload_limit=payload_limit,
-                          version=version, stream_ends=True, keep=share.keeps)
-    return _share_batches(read_with(f, handler), name, share, stats)
+                          version=version, stream_ends=True, keep=keep)
+    records = read_with(f, handler)
+    if share is None or keep is None:
+        return table_batches(records, CaptureTables(name), stats)
+    return _share_batches(records, name, share, stats)
 
 
 def _share_batches(records: Iterable[Record], name: str, share: Share,

@@ -1,13 +1,14 @@
 """The aggregates the run's summary shows (:mod:`.report`), computed by one of two engines
-that give the same figures (tests/spark/test_figures.py compares them on every scenario):
+that give the same figures (tests/spark/test_pipeline.py compares them on the scenario
+captures, whole and split):
 
 - :class:`SparkFigures`: Spark jobs over the tables' DataFrames, wherever they are;
 - :class:`ArrowFigures`: Arrow's streaming engine (Acero) over the Parquet files on the
   driver's own filesystem, when the driver can see them.
 
-Why two: on make_capture.py's 200 MB capture the Spark jobs took 4.5 to 5 s, most of it
-the JVM's first Parquet reads (class loading and compiling), against about 0.6 s with
-Arrow (benchmarks/capture.md); the run is 15 to 22 s in all.  Both stream the rows and
+Why two: on make_capture.py's 200 MB capture the summary took 4.3 s with the Spark jobs,
+most of it the JVM's first Parquet reads (class loading and compiling), and 0.7 s with
+Arrow, in runs of 15 to 18 s in all (benchmarks/capture.md).  Both stream the rows and
 keep only aggregates (a group per topic, per QoS and status, per latency value) and the
 first rows of two lists; neither gathers the tables.
 
