@@ -16,13 +16,21 @@ are message counts (``{"seq": n}``).  The batch's rows travel to one task in its
 partition, and the task returns them as one Arrow batch in :data:`SCHEMA`.
 
 At-least-once: QoS 1 and 2 messages are acknowledged to the broker (PUBACK, PUBREC) only
-when Spark commits the micro-batch that holds them (the reader's ``commit``), over a
-persistent session (Clean Start 0, a Session Expiry Interval): until then the broker
+once the micro-batch that holds them has committed, over a persistent session (Clean Start 0, a Session Expiry Interval): until then the broker
 keeps them and sends them again when the client id connects again.  After a crash, the
 query restarted from its checkpoint first re-runs the batch that was planned and not
 committed: its offsets come from the checkpoint, and its rows are then the messages the
 broker has sent again so far (any that come later go to the next batches).  The README's
 "Live MQTT into Spark" section says what is and is not guaranteed.
+
+When: Spark calls a source's ``commit`` for a batch only when it plans the next batch
+that has data, so the last batch before a pause would stay unacknowledged until traffic
+resumes: the broker's in-flight window would hold it and the new messages at once
+(Mosquitto 2.0.11 then reuses packet identifiers past 65,535: benchmarks/README.md),
+and a query stopped in the pause would get it again when restarted.  Spark asks for the
+next end offset (``latestOffset(start)``) only after the batch ending at ``start`` has
+run and committed (micro-batches run one at a time; a failed batch stops the query), so
+the source acknowledges there, at the next trigger, whether or not new messages came.
 """
 
 from __future__ import annotations
@@ -167,35 +175,45 @@ class LiveOptions:
                           session, connect_timeout=self.connect_timeout)
 
 
-#: A message as its partition carries it: the SCHEMA columns, received_at in ns.
-Row = tuple[Any, ...]
-
-
-def _row(r: Received, version: int) -> Row:
-    m = r.message
-    p = m.properties
-    if p is None:
-        props: tuple[Any, ...] = (None,) * 6
-    else:
-        pairs = p.user_properties
-        props = (p.content_type, p.correlation_data, p.response_topic,
-                 p.message_expiry_interval, p.payload_format_indicator,
-                 [{"key": k, "value": v} for k, v in pairs] if pairs else None)
-    return (m.topic, m.payload, m.qos, bool(m.retain), bool(m.dup), r.received_ns,
-            r.subscription, version, *props)
-
-
-def _arrow_batch(rows: list[Row]) -> pa.RecordBatch:
-    """The rows as one Arrow batch in SCHEMA's Arrow types."""
+def _arrow_batch(taken: list[Received], version: int) -> pa.RecordBatch:
+    """The messages as one Arrow batch in SCHEMA's Arrow types, built column by column."""
     import pyarrow as pa
 
     schema = _arrow_schema()
-    arrays = []
-    for values, field in zip(zip(*rows), schema):
-        if pa.types.is_timestamp(field.type):
-            values = tuple(v // 1000 for v in values)
-        arrays.append(pa.array(values, type=field.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    n = len(taken)
+    messages = [r.message for r in taken]
+    columns: list[Any] = [
+        [m.topic for m in messages], [m.payload for m in messages],
+        [m.qos for m in messages], [bool(m.retain) for m in messages],
+        [bool(m.dup) for m in messages], [r.received_ns // 1000 for r in taken],
+        [r.subscription for r in taken],
+        pa.repeat(pa.scalar(version, pa.int32()), n),
+    ]
+    props = [m.properties for m in messages]
+    if any(p is not None for p in props):
+        def prop(name: str) -> list[Any]:
+            return [None if p is None else getattr(p, name) for p in props]
+
+        columns += [prop("content_type"), prop("correlation_data"), prop("response_topic"),
+                    prop("message_expiry_interval"), prop("payload_format_indicator"),
+                    [[{"key": k, "value": v} for k, v in p.user_properties]
+                     if p is not None and p.user_properties else None for p in props]]
+    else:  # 3.x, or 5.0 without properties: no per-message work for these columns
+        columns += [pa.nulls(n, schema.field(i).type) for i in range(len(columns), len(schema))]
+    return pa.RecordBatch.from_arrays(
+        [c if isinstance(c, pa.Array) else pa.array(c, type=field.type)
+         for c, field in zip(columns, schema)], schema=schema)
+
+
+def _ipc(batch: pa.RecordBatch) -> bytes:
+    """``batch`` in Arrow's IPC stream format."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def _arrow_schema() -> pa.Schema:
@@ -214,11 +232,21 @@ def _arrow_schema() -> pa.Schema:
 
 
 class MqttPartition(InputPartition):
-    """One micro-batch's messages (rows of :data:`Row`)."""
+    """One micro-batch's messages, as an Arrow batch in IPC stream format (built where the
+    messages are, in the source's process: one bytes object to pickle and ship to the
+    task, not a tuple per message)."""
 
-    def __init__(self, rows: list[Row]) -> None:
-        super().__init__(len(rows))
-        self.rows = rows
+    def __init__(self, count: int, data: bytes) -> None:
+        super().__init__(count)
+        self.count = count
+        self.data = data
+
+    def batch(self) -> pa.RecordBatch:
+        """The messages' Arrow batch."""
+        import pyarrow as pa
+
+        with pa.ipc.open_stream(self.data) as stream:
+            return stream.read_next_batch()
 
 
 class MqttStreamReader(DataSourceStreamReader):
@@ -255,6 +283,10 @@ class MqttStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, int] | None = None,
                      limit: Any = None) -> dict[str, int]:
         subscriber = self._connected()
+        if start:
+            # The batch ending at `start` has committed: acknowledge it now rather than
+            # when Spark calls commit() (at the next batch with data; module docstring).
+            self.commit(start)
         base = max(self._last, start["seq"] if start else 0)
         taken = subscriber.take(self.options.max_messages_per_batch)
         if not taken:
@@ -275,13 +307,13 @@ class MqttStreamReader(DataSourceStreamReader):
             self._last = max(self._last, end["seq"])
         else:
             taken = batch[1]
-        version = self.options.version
-        return [MqttPartition([_row(r, version) for r in taken])]
+        if not taken:
+            return [MqttPartition(0, b"")]
+        return [MqttPartition(len(taken), _ipc(_arrow_batch(taken, self.options.version)))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        rows = partition.rows if isinstance(partition, MqttPartition) else []
-        if rows:
-            yield _arrow_batch(rows)
+        if isinstance(partition, MqttPartition) and partition.count:
+            yield partition.batch()
 
     def commit(self, end: dict[str, int]) -> None:
         done = [key for key in self._batches if key <= end["seq"]]

@@ -404,7 +404,7 @@ def reader(**options: str) -> tuple[Any, FakeSubscriber]:
 
 
 def payloads(partitions: list[Any]) -> list[bytes]:
-    return [row[1] for p in partitions for row in p.rows]
+    return [v for p in partitions if p.count for v in p.batch().column("payload").to_pylist()]
 
 
 def test_batches_take_what_arrived_and_acknowledge_on_commit() -> None:
@@ -422,6 +422,24 @@ def test_batches_take_what_arrived_and_acknowledge_on_commit() -> None:
     assert payloads(r.partitions({"seq": 3}, {"seq": 5})) == [b"4", b"5"]
     r.commit({"seq": 5})
     assert fake.acked_through == [3, 5]
+
+
+def test_a_batch_is_acknowledged_at_the_next_offset_request_even_with_nothing_new() -> None:
+    # Spark calls commit() for a batch only when it plans the next batch with data; it
+    # asks for the next end offset only once the batch ending at `start` has committed.
+    r, fake = reader()
+    fake.receive(3)
+    assert r.latestOffset({"seq": 0}) == {"seq": 3}
+    assert payloads(r.partitions({"seq": 0}, {"seq": 3})) == [b"1", b"2", b"3"]
+    assert fake.acked_through == []  # planned and running: not yet
+    assert r.latestOffset({"seq": 3}) == {"seq": 3}  # it has committed; nothing new
+    assert fake.acked_through == [3]
+    r.commit({"seq": 3})  # Spark's own call, later: nothing more to acknowledge
+    assert r.latestOffset({"seq": 3}) == {"seq": 3}
+    assert fake.acked_through == [3]
+    fake.receive(2)
+    assert r.latestOffset({"seq": 3}) == {"seq": 5}
+    assert fake.acked_through == [3]  # batch (3, 5] is not acknowledged when planned
 
 
 def test_the_source_process_collects_garbage_less_often(
@@ -468,6 +486,71 @@ def test_a_batch_planned_before_a_restart_takes_the_messages_sent_again() -> Non
     assert payloads(r.partitions({"seq": 47}, {"seq": 48})) == [b"5"]
     r.commit({"seq": 48})
     assert fake.acked_through == [4, 5]
+
+
+def test_a_batch_mixing_messages_with_and_without_properties(codec: Any) -> None:
+    """The task's Arrow batch (built in the source's process, shipped as Arrow IPC): every
+    column typed as SCHEMA says, v5 properties where a message has them, null where not."""
+    import pyarrow as pa
+
+    from mqttwire.session.client import ReceivedMessage
+    from mqttwire.spark.live import MqttPartition, _arrow_schema
+    from mqttwire.spark.subscriber import Received
+
+    props = codec.Properties(content_type="text/plain", correlation_data=b"\x00\xff",
+                             response_topic="re/1", message_expiry_interval=60,
+                             payload_format_indicator=1, user_properties=[("k", "v")])
+    publishes = [codec.Publish("a/b", b"\x00\x01\xfe", qos=1, packet_id=7, retain=True,
+                               properties=props),
+                 codec.Publish("a/c", b"", qos=2, packet_id=8, dup=True),
+                 codec.Publish("a/d", b"x", qos=0)]
+    taken = [Received(i + 1, ReceivedMessage(codec.decode(p.encode(5), version=5), p.topic, 0),
+                      1_700_000_000_123_456_789 + i * 1000, "a/+")
+             for i, p in enumerate(publishes)]
+    r, fake = reader(version="5")
+    fake.waiting = taken
+    assert r.latestOffset({"seq": 0}) == {"seq": 3}
+    (partition,) = r.partitions({"seq": 0}, {"seq": 3})
+    assert isinstance(partition, MqttPartition) and partition.count == 3
+    (batch,) = list(r.read(partition))
+    assert batch.schema == _arrow_schema()
+    rows = batch.to_pylist()
+    assert [(x["topic"], x["payload"], x["qos"], x["retain"], x["dup"]) for x in rows] == [
+        ("a/b", b"\x00\x01\xfe", 1, True, False), ("a/c", b"", 2, False, True),
+        ("a/d", b"x", 0, False, False)]
+    assert [x["received_at"] for x in rows] == [
+        pa.scalar(1_700_000_000_123_456 + i, pa.timestamp("us", tz="UTC")).as_py()
+        for i in range(3)]
+    assert {x["subscription"] for x in rows} == {"a/+"}
+    assert {x["protocol_version"] for x in rows} == {5}
+    assert {k: rows[0][k] for k in ("content_type", "correlation_data", "response_topic",
+                                    "message_expiry_interval", "payload_format_indicator",
+                                    "user_properties")} == {
+        "content_type": "text/plain", "correlation_data": b"\x00\xff",
+        "response_topic": "re/1", "message_expiry_interval": 60,
+        "payload_format_indicator": 1, "user_properties": [{"key": "k", "value": "v"}]}
+    for row in rows[1:]:
+        assert row["content_type"] is None and row["user_properties"] is None
+    # An empty batch (nothing arrived, or a restart's batch before anything came again)
+    # has no rows and no Arrow batch.
+    empty = r.partitions({"seq": 3}, {"seq": 3})
+    assert [p.count for p in empty] == [0] and list(r.read(empty[0])) == []
+
+
+def test_a_3x_batch_has_null_property_columns(codec: Any) -> None:
+    from mqttwire.session.client import ReceivedMessage
+    from mqttwire.spark.live import _arrow_batch, _arrow_schema
+    from mqttwire.spark.subscriber import Received
+
+    p = codec.Publish("t", b"\xff", qos=1, packet_id=1)
+    batch = _arrow_batch([Received(1, ReceivedMessage(codec.decode(p.encode(4), version=4),
+                                                      "t", 0), 5_000, "t")], 4)
+    assert batch.schema == _arrow_schema()
+    (row,) = batch.to_pylist()
+    assert row["protocol_version"] == 4 and row["payload"] == b"\xff"
+    assert all(row[k] is None for k in ("content_type", "correlation_data", "response_topic",
+                                        "message_expiry_interval", "payload_format_indicator",
+                                        "user_properties"))
 
 
 # ---------------------------------------------------------------------------------------
