@@ -13,15 +13,16 @@ own for the query's lifetime) holds one MQTT connection, a :class:`.subscriber.S
 over the session layer (:mod:`mqttwire.session`), which keeps every message received,
 in order.  Each micro-batch takes the messages received since the last one; its offsets
 are message counts (``{"seq": n}``).  The batch's rows travel to one task in its input
-partition, and the task returns them as one Arrow batch in :data:`SCHEMA`.
+partition, already an Arrow batch in :data:`SCHEMA`, which the task returns.
 
 At-least-once: QoS 1 and 2 messages are acknowledged to the broker (PUBACK, PUBREC) only
-once the micro-batch that holds them has committed, over a persistent session (Clean Start 0, a Session Expiry Interval): until then the broker
-keeps them and sends them again when the client id connects again.  After a crash, the
-query restarted from its checkpoint first re-runs the batch that was planned and not
-committed: its offsets come from the checkpoint, and its rows are then the messages the
-broker has sent again so far (any that come later go to the next batches).  The README's
-"Live MQTT into Spark" section says what is and is not guaranteed.
+once the micro-batch that holds them has committed, over a persistent session (Clean
+Start 0, a Session Expiry Interval): until then the broker keeps them and sends them
+again when the client id connects again.  After a crash, the query restarted from its
+checkpoint first re-runs the batch that was planned and not committed: its offsets come
+from the checkpoint, and its rows are then the messages the broker has sent again so far
+(any that come later go to the next batches).  The README's "Live MQTT into Spark"
+section says what is and is not guaranteed.
 
 When: Spark calls a source's ``commit`` for a batch only when it plans the next batch
 that has data, so the last batch before a pause would stay unacknowledged until traffic

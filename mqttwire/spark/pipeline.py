@@ -18,7 +18,10 @@ How it runs:
 3. With the output on a local path (one that every executor mounts, on a cluster) and
    no file split, the task writes its batches itself as Parquet part files of every
    table (:mod:`.parquet`; ``packets`` partitioned by capture) and returns only their
-   names; the driver moves them into place (``writer="tasks"``).  Then a file of at least
+   names; the driver moves them into place (``writer="tasks"``).  These tasks run as a
+   plain RDD job (``mapPartitions`` over the listing), not ``mapInArrow``: with nothing
+   but file names coming back, the SQL plan and the JVM's Arrow conversions only cost
+   time (about 2 s on a fresh JVM).  Then a file of at least
    ``share_size`` bytes is read by several tasks, each keeping a share of its connections
    (:mod:`.shares`), and the driver chooses the retained rows from theirs.  Otherwise (an
    ``hdfs:``/``s3a:`` output, a split file, or ``writer="spark"``) the task returns each
@@ -47,7 +50,8 @@ command) persists them, writes them and summarises them.
 
 Why not Spark 4's Python Data Source API for step 2: it would stream files just the same
 (one partition per file), but its readers cannot update accumulators, which the progress
-report needs; a ``mapInArrow`` over a one-row-per-partition list of files can.
+report needs; a ``mapInArrow`` (or an RDD's ``mapPartitions``) over a
+one-row-per-partition list of files can.
 """
 
 from __future__ import annotations
@@ -278,26 +282,46 @@ def _stage_all(batches: Iterable[Batch]) -> Iterator[pa.RecordBatch]:
         yield stage(table, batch)
 
 
+#: A row of the streaming reader's listing: (name, path, size, problem, share, shares).
+Listed = tuple[str, "str | None", int, "str | None", int, int]
+
+
+def _listed_files(rows: Iterable[Listed], how: Decoding, counters: Counters
+                  ) -> Iterator[Batch]:
+    """Open and stream each listed file (its share of the connections when ``shares`` >
+    1) into its tables' batches."""
+    from .batches import capture_error_batches
+    from .shares import Share
+
+    for name, path, size, problem, index, count in rows:
+        if problem is not None:
+            counters.files.add(1)
+            counters.errors.add(1)
+            yield from capture_error_batches(name, problem)
+            continue
+        yield from _file_task(name, partial(open, path, "rb"), size, how, counters,
+                              Share(index, count) if count > 1 else None)
+
+
 def _stream_task(how: Decoding, counters: Counters, out: Output) -> ArrowMap:
-    """mapInArrow function over (name, path, size, problem, share, shares) rows: open and
-    stream each (its share of the connections when ``shares`` > 1); ``out`` turns the
-    task's table batches into what the task returns."""
-    def tables(batches: Iterator[pa.RecordBatch]) -> Iterator[Batch]:
-        from .batches import capture_error_batches
-        from .shares import Share
-
+    """mapInArrow function over listing rows (:data:`Listed`); ``out`` turns the task's
+    table batches into what the task returns."""
+    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[Listed]:
         for batch in batches:
-            for name, path, size, problem, index, count in zip(
-                    *(c.to_pylist() for c in batch.columns)):
-                if problem is not None:
-                    counters.files.add(1)
-                    counters.errors.add(1)
-                    yield from capture_error_batches(name, problem)
-                    continue
-                yield from _file_task(name, partial(open, path, "rb"), size, how, counters,
-                                      Share(index, count) if count > 1 else None)
+            yield from zip(*(c.to_pylist() for c in batch.columns))
 
-    return lambda batches: out(tables(batches))
+    return lambda batches: out(_listed_files(rows(batches), how, counters))
+
+
+def _rdd_task(how: Decoding, counters: Counters, out: Output
+              ) -> Callable[[Iterable[Listed]], Iterator[tuple[Any, ...]]]:
+    """The same over an RDD's partition of listing rows, returning ``out``'s rows as
+    tuples (for :func:`_write_directly`, whose tasks return only a row per file)."""
+    def task(rows: Iterable[Listed]) -> Iterator[tuple[Any, ...]]:
+        for batch in out(_listed_files(rows, how, counters)):
+            yield from zip(*(c.to_pylist() for c in batch.columns))
+
+    return task
 
 
 def _binary_task(names: dict[str, str], how: Decoding, counters: Counters,
@@ -346,29 +370,18 @@ def _plan(files: list[CaptureFile], reader: str) -> tuple[list[CaptureFile], lis
 
 
 def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reader: str,
-             counters: Counters, out: Output, out_schema: pa.Schema,
-             share_size: int | None = None) -> DataFrame:
+             counters: Counters, out: Output, out_schema: pa.Schema) -> DataFrame:
     """What the tasks return (``out`` of every table's batches, in ``out_schema``), one
-    task per file, or per share of a file of at least ``share_size`` bytes that tasks
-    open by path (.shares: the caller merges the ``retain_events`` rows)."""
+    task per file."""
     from pyspark.sql.pandas.types import from_arrow_schema
-
-    from .shares import share_count
 
     schema = from_arrow_schema(out_schema)
     stream, binary = _plan(files, reader)
     parts: list[DataFrame] = []
     if stream:
-        # Largest first, so that one big file does not start last; parallelize() with one
-        # slice per element gives each file (or share) its own partition, hence its own
-        # task.
-        stream.sort(key=lambda f: -f.size)
-        cores = spark.sparkContext.defaultParallelism
-        rows = []
-        for f in stream:
-            count = 1 if f.problem is not None else share_count(f.size, share_size, cores)
-            rows += [(f.name, local_path(f.uri), f.size, f.problem, index, count)
-                     for index in range(count)]
+        # parallelize() with one slice per element gives each file its own partition,
+        # hence its own task.
+        rows = _listing(spark, stream, None)
         rdd = spark.sparkContext.parallelize(rows, len(rows))
         listing = spark.createDataFrame(
             rdd, "name string, path string, size long, problem string, share int, "
@@ -384,6 +397,22 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reade
         parts.append(raw.select("path", "content").mapInArrow(
             _binary_task(names, how, counters, out), schema))
     return _union(parts)
+
+
+def _listing(spark: SparkSession, stream: list[CaptureFile], share_size: int | None
+             ) -> list[Listed]:
+    """The streaming reader's tasks, a row each: every file, or every share of a file of
+    at least ``share_size`` bytes (.shares), largest first so that one big file does not
+    start last."""
+    from .shares import share_count
+
+    cores = spark.sparkContext.defaultParallelism
+    rows: list[Listed] = []
+    for f in sorted(stream, key=lambda f: -f.size):
+        count = 1 if f.problem is not None else share_count(f.size, share_size, cores)
+        rows += [(f.name, local_path(f.uri), f.size, f.problem, index, count)
+                 for index in range(count)]
+    return rows
 
 
 def _union(parts: list[DataFrame]) -> DataFrame:
@@ -553,12 +582,29 @@ class _Plan:
                 whole = [f for f in files if all(f is not g for g in split.files)]
         return cls(files, counters, how, reader, whole, split, share_size)
 
-    def decoded(self, spark: SparkSession, out: Output, schema: pa.Schema, *,
-                shares: bool = False) -> DataFrame:
-        """The tasks of the files read whole, returning ``out`` of their batches; with
-        ``shares``, large files in shares (.shares)."""
-        return _decoded(spark, self.whole, self.how, self.reader, self.counters, out, schema,
-                        self.share_size if shares else None)
+    def decoded(self, spark: SparkSession, out: Output, schema: pa.Schema) -> DataFrame:
+        """The tasks of the files read whole, returning ``out`` of their batches."""
+        return _decoded(spark, self.whole, self.how, self.reader, self.counters, out, schema)
+
+    def written(self, spark: SparkSession, out: Output) -> list[tuple[Any, ...]]:
+        """Run the tasks of the files read whole, each writing its own files (``out``:
+        :meth:`.parquet.PartFiles.write`), large files in shares (.shares); their
+        :data:`~.parquet.WRITTEN` rows.  The streaming reader's tasks are a plain RDD
+        job: their input is a short list and their output a row per file, so a SQL
+        plan and Arrow conversions in the JVM would do nothing useful, and on a fresh
+        JVM they cost about 2 s (benchmarks/capture.md)."""
+        from .parquet import WRITTEN
+
+        stream, binary = _plan(self.whole, self.reader)
+        rows: list[tuple[Any, ...]] = []
+        if stream:
+            listing = _listing(spark, stream, self.share_size)
+            rows += (spark.sparkContext.parallelize(listing, len(listing))
+                     .mapPartitions(_rdd_task(self.how, self.counters, out)).collect())
+        if binary:
+            rows += _decoded(spark, binary, self.how, self.reader, self.counters, out,
+                             WRITTEN).collect()
+        return rows
 
 
 def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:
@@ -591,7 +637,7 @@ def _write_directly(spark: SparkSession, plan: _Plan, target: str, progress: _Pr
                     phase: Callable[[str], None]) -> dict[str, int]:
     """The tasks decode and write their files themselves (:mod:`.parquet`); the driver
     commits them.  Returns the rows per table, as the tasks reported them."""
-    from .parquet import WRITTEN, PartFiles, commit, merge_events, staging_root
+    from .parquet import PartFiles, commit, merge_events, staging_root
 
     if plan.split is not None:
         plan.split.unpersist()  # every file to split fell back to one task
@@ -602,8 +648,7 @@ def _write_directly(spark: SparkSession, plan: _Plan, target: str, progress: _Pr
         if plan.whole:
             progress.start()
             try:
-                reported = plan.decoded(spark, PartFiles(root).write, WRITTEN,
-                                        shares=True).collect()
+                reported = plan.written(spark, PartFiles(root).write)
             finally:
                 progress.stop()
         written = merge_events(root, reported)
@@ -661,6 +706,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
             archive = ClassArchive(options.jvm_cache)
         spark = make_session(options.master or default_master(),
                              conf=options.session_conf(archive))
+    stopping: threading.Thread | None = None  # the session stopping, beside the summary
     started = time.monotonic()
     timings: dict[str, float] = {}
     lap = started
@@ -701,6 +747,10 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
             # The driver sees the files (it committed them, or it ran the tasks):
             # Arrow reads them without Spark's first-read costs (.figures).
             figures = ArrowFigures(local_target)
+            if own_session:
+                # Spark has done its part: it stops (about 1 s) while Arrow summarises.
+                stopping = threading.Thread(target=spark.stop, name="mqttwire-stop-spark")
+                stopping.start()
         else:
             figures = SparkFigures(_written(spark, target))
         if not counts:  # else the tasks reported them; errors: the summary counts them
@@ -725,7 +775,9 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                               elapsed, report.path, report.chart_path, report.text, counts,
                               bad, timings)
     finally:
-        if own_session:
+        if stopping is not None:
+            stopping.join()
+        elif own_session:
             spark.stop()
         if archive is not None and archive.finish():
             print(f"mqttwire: wrote the JVM's class archive {archive.path}", file=sys.stderr)
