@@ -113,6 +113,20 @@ def test_batches_are_gathered_into_row_groups(tmp_path: Path,
     assert (rows, meta.num_rows, meta.num_row_groups) == (5000, 5000, 13)
 
 
+def test_only_string_columns_are_dictionary_encoded(tmp_path: Path) -> None:
+    # The others (times, frames, offsets) have about as many values as rows.
+    root = staging_root(str(tmp_path))
+    ((_, rel, _),) = write(root, [("packets", packets("a", 100))])
+    meta = pq.ParquetFile(os.path.join(root, rel)).metadata
+    encodings = {meta.schema.column(i).name: meta.row_group(0).column(i).encodings
+                 for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" in encodings["packet_type"]
+    assert "RLE_DICTIONARY" in encodings["direction"]
+    assert "RLE_DICTIONARY" not in encodings["frame"]
+    assert "RLE_DICTIONARY" not in encodings["ts"]
+    assert "RLE_DICTIONARY" not in encodings["payload"]
+
+
 def test_a_failing_task_closes_its_files(tmp_path: Path) -> None:
     def batches():
         yield "packets", packets("a", 3)
