@@ -46,7 +46,7 @@ def _frame(handler: MqttStreams, index: int, ts: int, linktype: int, data: memor
     handler.frame = index
     if isinstance(seg, TcpSegment):
         handler.reassembler.add(ts, seg)
-    else:
+    elif handler.unconnected:
         handler.out.append(_fragment_record(handler.capture, index, ts, seg))
 
 
@@ -54,7 +54,7 @@ def _finish(handler: MqttStreams, ts: int, failure: CaptureFormatError | None) -
     """The end of the capture (``ts``: its last frame's time): open streams end, and a
     file error becomes the last record."""
     handler.reassembler.flush(ts)
-    if failure is not None:
+    if failure is not None and handler.unconnected:
         handler.out.append(Record("capture_error", handler.capture, ts, error=str(failure),
                                   error_offset=failure.offset))
 

@@ -877,6 +877,9 @@ class MqttStreams:
             ignored as they open, as a connection that is not MQTT is: no bytes of them
             are decoded, no records made.  None (the default) decodes every connection.
             A task that takes one share of a capture's connections passes it.
+        unconnected: whether the records of no connection (IP fragments, a capture
+            error) are made; True by default.  Of the tasks that each take a share of a
+            capture's connections, only one makes them.
 
     Feed segments to ``reassembler`` (a :class:`TcpReassembler` with this handler), after
     setting ``frame`` to the number of the frame that holds the segment.  Records are
@@ -887,7 +890,8 @@ class MqttStreams:
                  payload_limit: int | None = None, version: int | None = None,
                  resync_limit: int = 1 << 20, max_pending: int = 1 << 20,
                  stream_ends: bool = False, openings: list[int] | None = None,
-                 keep: Callable[[int], bool] | None = None) -> None:
+                 keep: Callable[[int], bool] | None = None,
+                 unconnected: bool = True) -> None:
         self.capture = capture
         self.ports = frozenset(ports)
         self.codec = codec
@@ -899,6 +903,7 @@ class MqttStreams:
         self.frame = 0
         self.openings = openings
         self.keep = keep
+        self.unconnected = unconnected
         self.reassembler = TcpReassembler(self, max_pending=max_pending)
 
     def on_connection(self, conn: TcpConnection) -> bool:

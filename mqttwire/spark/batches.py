@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, BinaryIO, NamedTuple
@@ -28,7 +28,7 @@ from ..capture import MqttStreams, Record, read_with
 from .columns import Source, arrays
 from .derive import CaptureTables, Row
 from .schema import ERRORS, PACKETS, STAGED, TABLES
-from .shares import RETAIN_EVENTS, Share, ShareTables, records_of
+from .shares import RETAIN_EVENTS, Share, ShareTables
 
 __all__ = ["BATCH_ROWS", "Batch", "Decoding", "FileStats", "capture_error_batches",
            "decode_capture", "packets_batch", "properties_json", "retain_event_batches",
@@ -139,21 +139,24 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
     decoding stops with an exception).  ``share``: only the records of that share of
     the connections, and ``retain_events`` instead of ``retained`` (:mod:`.shares`).
     """
-    # A share's task ignores the other shares' connections as they open: not decoded.
-    keep = share.keeps if share is not None and share.count > 1 else None
+    # A share's task ignores the other shares' connections as they open (not decoded),
+    # and the records of no connection are the first share's.
+    keep: Callable[[int], bool] | None = None
+    first = True
+    if share is not None and share.count > 1:
+        keep, first = share.keeps, share.index == 0
     handler = MqttStreams(name, ports=ports, codec=impl, payload_limit=payload_limit,
-                          version=version, stream_ends=True, keep=keep)
+                          version=version, stream_ends=True, keep=keep, unconnected=first)
     records = read_with(f, handler)
-    if share is None or keep is None:
+    if keep is None:
         return table_batches(records, CaptureTables(name), stats)
-    return _share_batches(records, name, share, stats)
+    return _share_batches(records, name, stats)
 
 
-def _share_batches(records: Iterable[Record], name: str, share: Share,
+def _share_batches(records: Iterable[Record], name: str,
                    stats: FileStats | None) -> Iterator[Batch]:
-    # records_of still: the records of no connection go to share 0 only.
     tables = ShareTables(name)
-    yield from table_batches(records_of(records, name, share), tables, stats)
+    yield from table_batches(records, tables, stats)
     yield from retain_event_batches(tables)
 
 

@@ -12,7 +12,8 @@ records of no connection: IP fragments and a capture error).  Every task reads t
 file and follows every TCP connection, exactly as one task would, so each connection's
 records, numbers and ids are the ones of a whole-file read, and the tables are the same
 (tests/spark/test_pipeline.py compares them); the connections of the other shares are
-ignored as they open (``MqttStreams``' ``keep``), so none of their bytes is decoded.
+ignored as they open (``MqttStreams``' ``keep``), so none of their bytes is decoded,
+and only task 0 makes the records of no connection (``unconnected``).
 
 The one table that spans connections is ``retained`` (the latest retained PUBLISH per
 topic, over all connections): each task returns its latest per topic, with its
@@ -26,17 +27,14 @@ file and finding each segment's connection are repeated in every task
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
-from ..capture import Record
 from .derive import CaptureTables, RetainOrder, Row
 from .schema import RETAINED
 
-__all__ = ["RETAIN_EVENTS", "Share", "ShareTables", "merge_retained",
-           "records_of", "share_count"]
+__all__ = ["RETAIN_EVENTS", "Share", "ShareTables", "merge_retained", "share_count"]
 
 #: A task's retained candidates: the retained table's columns and the RetainOrder.
 RETAIN_EVENTS = pa.schema(list(RETAINED) + [
@@ -61,23 +59,6 @@ def share_count(size: int, share_size: int | None, cores: int) -> int:
     if share_size is None or size < share_size:
         return 1
     return max(1, min(cores, size // share_size))
-
-
-def records_of(records: Iterable[Record], capture: str, share: Share) -> Iterator[Record]:
-    """The records of ``share``'s connections (see the module docstring)."""
-    prefix = len(capture) + 1  # connection ids are "<capture>#<n>"
-    mine: dict[str, bool] = {}
-    for rec in records:
-        conn_id = rec.connection_id
-        if conn_id is None:
-            if share.index == 0:
-                yield rec
-            continue
-        keep = mine.get(conn_id)
-        if keep is None:
-            keep = mine[conn_id] = share.keeps(int(conn_id[prefix:]))
-        if keep:
-            yield rec
 
 
 class ShareTables(CaptureTables):

@@ -49,10 +49,10 @@ def assert_same_records(fast: list[Record], reference: list[Record]) -> None:
 
 def reference_records(raw: bytes, name: str, ports: Iterable[int], payload_limit: int | None,
                       codec: ModuleType, version: int | None, max_pending: int,
-                      stream_ends: bool, keep: Callable[[int], bool] | None = None
-                      ) -> list[Record]:
+                      stream_ends: bool, keep: Callable[[int], bool] | None = None,
+                      unconnected: bool = True) -> list[Record]:
     """The pure loop's records for the capture ``raw``, whatever the codec."""
     handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
                           version=version, max_pending=max_pending, stream_ends=stream_ends,
-                          keep=keep)
+                          keep=keep, unconnected=unconnected)
     return list(_read_pure(io.BytesIO(raw), handler))

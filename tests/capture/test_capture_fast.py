@@ -56,17 +56,21 @@ def _compare(raw: bytes, **kw: Any) -> list[Any]:
 
 def _fast_handler(name: str, ports: list[int], payload_limit: int | None, codec: ModuleType,
                   version: int | None, max_pending: int, stream_ends: bool,
-                  keep: Callable[[int], bool] | None = None) -> MqttStreams:
+                  keep: Callable[[int], bool] | None = None,
+                  unconnected: bool = True) -> MqttStreams:
     return MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
                        version=version, max_pending=max_pending, stream_ends=stream_ends,
-                       keep=keep)
+                       keep=keep, unconnected=unconnected)
 
 
-def _kept(records: list[Any], keep: Callable[[int], bool]) -> list[Any]:
+def _kept(records: list[Any], keep: Callable[[int], bool], unconnected: bool = True
+          ) -> list[Any]:
     """The records of a whole read that a read keeping the connections ``keep`` keeps:
-    those of its connections, and those of no connection (fragments, a capture error)."""
+    those of its connections, and, if ``unconnected``, those of no connection
+    (fragments, a capture error)."""
     return [r for r in records
-            if r.connection_id is None or keep(int(r.connection_id.rsplit("#", 1)[1]))]
+            if (unconnected if r.connection_id is None
+                else keep(int(r.connection_id.rsplit("#", 1)[1])))]
 
 
 def test_loop_choice(codec: ModuleType, _both_capture_loops: list[bool]) -> None:
@@ -198,20 +202,23 @@ def test_hypothesis_captures_differential(capture: tuple[bytes, dict[str, Any]])
 @pytest.mark.c_extension
 @settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
-@given(capture=captures(), share=st.sampled_from([(0, 2), (1, 2), (1, 3), (2, 3)]))
+@given(capture=captures(), share=st.sampled_from([(0, 2), (1, 2), (1, 3), (2, 3)]),
+       unconnected=st.booleans())
 def test_hypothesis_captures_keeping_some_connections(capture: tuple[bytes, dict[str, Any]],
-                                                      share: tuple[int, int]) -> None:
+                                                      share: tuple[int, int],
+                                                      unconnected: bool) -> None:
     """A reader that keeps a share of the connections (MqttStreams' ``keep``, as a
     pipeline task does) makes, in both loops, exactly the whole read's records of those
-    connections: the others are ignored as they open, not decoded and filtered."""
+    connections: the others are ignored as they open, not decoded and filtered; and
+    the records of no connection only if asked (``unconnected``)."""
     raw, options = capture
     index, count = share
 
     def keep(n: int) -> bool:
         return (n - 1) % count == index
 
-    assert_same_records(_compare(raw, keep=keep, **options),
-                        _kept(_compare(raw, **options), keep))
+    assert_same_records(_compare(raw, keep=keep, unconnected=unconnected, **options),
+                        _kept(_compare(raw, **options), keep, unconnected))
 
 
 @pytest.mark.c_extension

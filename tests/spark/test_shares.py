@@ -21,7 +21,7 @@ try:
     from mqttwire.capture import read_capture
     from mqttwire.spark.batches import decode_capture
     from mqttwire.spark.pipeline import SHARE_SIZE
-    from mqttwire.spark.shares import Share, merge_retained, records_of, share_count
+    from mqttwire.spark.shares import Share, merge_retained, share_count
 except ModuleNotFoundError as exc:
     if exc.name != "pyarrow":
         raise
@@ -83,21 +83,36 @@ def test_a_retained_message_replaced_and_removed_from_other_shares(captures: Any
             _assert_shares_make_the_whole(data, count)
 
 
-def test_records_of_shares_are_disjoint_and_complete(captures: Any) -> None:
+def test_the_shares_records_are_disjoint_and_complete(captures: Any) -> None:
+    """decode_capture's reader for each share: a connection is one share's; the records
+    of no connection (an IP fragment in the mixed captures) are share 0's alone."""
+    from mqttwire import _impl
+    from mqttwire.capture import MqttStreams, read_with
+
+    def key(rec: Any) -> tuple[Any, ...]:
+        return (rec.kind, rec.connection_id, rec.frame, rec.direction, rec.stream_offset,
+                rec.packet_type, rec.error)
+
+    unconnected = 0
     for path in _scenario_files(captures):
-        records = list(read_capture(str(path), stream_ends=True))
-        name = records[0].capture
-        seen: list[int] = []
+        whole = [key(rec) for rec in read_capture(str(path), stream_ends=True)]
+        seen: list[tuple[Any, ...]] = []
         for index in range(3):
-            mine = list(records_of(records, name, Share(index, 3)))
-            seen += [id(rec) for rec in mine]
-            # A connection is one share's; records of no connection are share 0's.
-            numbers = {int(rec.connection_id.rsplit("#", 1)[1]) % 3 for rec in mine
-                       if rec.connection_id is not None}
+            share = Share(index, 3)
+            handler = MqttStreams(Path(path).name, ports=(1883,), codec=_impl.impl,
+                                  stream_ends=True, keep=share.keeps,
+                                  unconnected=index == 0)
+            with open(path, "rb") as f:
+                mine = [key(rec) for rec in read_with(f, handler)]
+            seen += mine
+            numbers = {int(k[1].rsplit("#", 1)[1]) % 3 for k in mine if k[1] is not None}
             assert numbers <= {(index + 1) % 3}
             if index:
-                assert all(rec.connection_id is not None for rec in mine)
-        assert sorted(seen) == sorted(id(rec) for rec in records)
+                assert all(k[1] is not None for k in mine)
+            else:
+                unconnected += sum(k[1] is None for k in mine)
+        assert sorted(seen, key=repr) == sorted(whole, key=repr)
+    assert unconnected  # the captures have records of no connection
 
 
 def test_share_count() -> None:
