@@ -18,7 +18,7 @@ Parquet in a driver process of its own (``local[2]``, 250 ms trigger).
 - ``latency``: a steady rate for a few seconds; per message, the time from its publish to
   the write of the Parquet file that holds it (the file's mtime), as percentiles.
 
-Run (about 3 minutes on 2 cores; MQTTWIRE_BENCH_LIVE_QUICK=1 for a small check):
+Run (about 2 minutes on 2 cores; MQTTWIRE_BENCH_LIVE_QUICK=1 for a small check):
 
     python -m pytest benchmarks/bench_live.py --benchmark-only \
         --benchmark-json=/tmp/bench-live.json
