@@ -11,8 +11,8 @@ Parquet in a driver process of its own (``local[2]``, 250 ms trigger).
   round's rate is N over the time from its first publish to the moment all N are in
   committed Parquet files, and every message must be there (no loss).  The first round
   meets a query that has only just started (``cold_msgs_per_s``): the driver JVM runs
-  each micro-batch's code interpreted or barely compiled then (the Parquet writer of a
-  50,000-row batch took 636 ms in a first round, 206 ms by the fourth), so the
+  each micro-batch's code interpreted or barely compiled then (executing a batch took
+  12.7 us a row in a first round, 6.2 us by the fourth: benchmarks/README.md), so the
   sustained rate is the median of the SUSTAINED_ROUNDS rounds after it.  The
   publisher's own rate is reported: it bounds what can be measured.
 - ``latency``: a steady rate for a few seconds; per message, the time from its publish to
