@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
 __all__ = ["CaptureFile", "list_inputs", "local_path", "name_captures"]
 
@@ -48,11 +48,12 @@ def local_path(uri: str) -> str | None:
     return None
 
 
-def list_inputs(spark: SparkSession, inputs: Iterable[str]) -> list[CaptureFile]:
+def list_inputs(sc: SparkContext, inputs: Iterable[str]) -> list[CaptureFile]:
     """Expand ``inputs`` (paths, URIs, globs, directories: their files, recursively,
-    skipping hidden ones) into capture files, in input order, each file once."""
-    jvm = spark.sparkContext._jvm
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    skipping hidden ones) into capture files, in input order, each file once, through
+    the Hadoop filesystems of ``sc``."""
+    jvm = sc._jvm
+    hadoop_conf = sc._jsc.hadoopConfiguration()
     Path = jvm.org.apache.hadoop.fs.Path  # type: ignore[union-attr]
     files: list[CaptureFile] = []
     seen: set[str] = set()

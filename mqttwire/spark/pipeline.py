@@ -70,7 +70,7 @@ from .inputs import CaptureFile, list_inputs, local_path
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
-    from pyspark import Accumulator
+    from pyspark import Accumulator, SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
     from .batches import Batch, Decoding
@@ -381,7 +381,7 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reade
     if stream:
         # parallelize() with one slice per element gives each file its own partition,
         # hence its own task.
-        rows = _listing(spark, stream, None)
+        rows = _listing(spark.sparkContext, stream, None)
         rdd = spark.sparkContext.parallelize(rows, len(rows))
         listing = spark.createDataFrame(
             rdd, "name string, path string, size long, problem string, share int, "
@@ -399,14 +399,14 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reade
     return _union(parts)
 
 
-def _listing(spark: SparkSession, stream: list[CaptureFile], share_size: int | None
+def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
              ) -> list[Listed]:
     """The streaming reader's tasks, a row each: every file, or every share of a file of
     at least ``share_size`` bytes (.shares), largest first so that one big file does not
     start last."""
     from .shares import share_count
 
-    cores = spark.sparkContext.defaultParallelism
+    cores = sc.defaultParallelism
     rows: list[Listed] = []
     for f in sorted(stream, key=lambda f: -f.size):
         count = 1 if f.problem is not None else share_count(f.size, share_size, cores)
@@ -498,8 +498,9 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
     job that reads their ranges and checks them; the decoding waits for an action.  An
     unreadable input is not an exception: it is in ``files`` with its problem, and gets
     a "capture_error" row in ``errors`` and ``packets``."""
-    return _tables(spark, _Plan.make(spark, inputs, ports, payload_limit, version, reader,
-                                     split_size))
+    _check_reading(reader, split_size, None)  # before Spark is used
+    return _tables(spark, _Plan.make(_Spark(spark.sparkContext, spark), inputs, ports,
+                                     payload_limit, version, reader, split_size))
 
 
 def _tables(spark: SparkSession, plan: _Plan) -> Tables:
@@ -538,6 +539,44 @@ def _tables(spark: SparkSession, plan: _Plan) -> Tables:
                   split=split, connection_ids=ids)
 
 
+def _check_reading(reader: str, split_size: int | None, share_size: int | None) -> None:
+    """Raise ValueError for a bad ``reader``, ``split_size`` or ``share_size``."""
+    if reader not in ("auto", "stream", "binaryfile"):
+        raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
+    for option, value in (("split_size", split_size), ("share_size", share_size)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{option} must be a positive number of bytes or None, "
+                             f"not {value!r}")
+
+
+class _Spark:
+    """The run's Spark: its context, and a SQL session made when a step first asks for
+    one.  A run whose tasks read local files and write the tables runs no SQL, and on a
+    fresh JVM a session takes about 1.2 s to make (benchmarks/capture.md)."""
+
+    def __init__(self, context: SparkContext, session: SparkSession | None = None) -> None:
+        self.context = context
+        self._session = session
+
+    def __repr__(self) -> str:
+        return f"_Spark({self.context.master!r}, session={self._session is not None})"
+
+    @property
+    def session(self) -> SparkSession:
+        if self._session is None:
+            from pyspark.sql import SparkSession
+
+            self._session = SparkSession.builder.getOrCreate()  # on self.context
+        return self._session
+
+    def stop(self) -> None:
+        """Stop the session, if one was made, and the context."""
+        if self._session is not None:
+            self._session.stop()
+        else:
+            self.context.stop()
+
+
 @dataclass
 class _Plan:
     """The inputs of a run, listed, and how the tasks will read them."""
@@ -554,20 +593,14 @@ class _Plan:
     share_size: int | None = None
 
     @classmethod
-    def make(cls, spark: SparkSession, inputs: Sequence[str], ports: Sequence[int],
+    def make(cls, spark: _Spark, inputs: Sequence[str], ports: Sequence[int],
              payload_limit: int | None, version: int | None, reader: str,
              split_size: int | None, share_size: int | None = None) -> _Plan:
         from .batches import Decoding
         from .split import read_split
 
-        if reader not in ("auto", "stream", "binaryfile"):
-            raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
-        for option, value in (("split_size", split_size), ("share_size", share_size)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{option} must be a positive number of bytes or None, "
-                                 f"not {value!r}")
-        files = list_inputs(spark, inputs)
-        sc = spark.sparkContext
+        files = list_inputs(spark.context, inputs)
+        sc = spark.context
         counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
         # read_capture keeps no payload without a limit: the pipeline keeps them whole.
         limit = sys.maxsize if payload_limit is None else payload_limit
@@ -578,7 +611,7 @@ class _Plan:
             big = [f for f in files if f.problem is None and f.size > split_size
                    and local_path(f.uri) is not None]
             if big:
-                split = read_split(spark, big, split_size, how, counters)
+                split = read_split(spark.session, big, split_size, how, counters)
                 whole = [f for f in files if all(f is not g for g in split.files)]
         return cls(files, counters, how, reader, whole, split, share_size)
 
@@ -586,24 +619,24 @@ class _Plan:
         """The tasks of the files read whole, returning ``out`` of their batches."""
         return _decoded(spark, self.whole, self.how, self.reader, self.counters, out, schema)
 
-    def written(self, spark: SparkSession, out: Output) -> list[tuple[Any, ...]]:
+    def written(self, spark: _Spark, out: Output) -> list[tuple[Any, ...]]:
         """Run the tasks of the files read whole, each writing its own files (``out``:
         :meth:`.parquet.PartFiles.write`), large files in shares (.shares); their
         :data:`~.parquet.WRITTEN` rows.  The streaming reader's tasks are a plain RDD
         job: their input is a short list and their output a row per file, so a SQL
         plan and Arrow conversions in the JVM would do nothing useful, and on a fresh
-        JVM they cost about 2 s (benchmarks/capture.md)."""
+        JVM they cost about 2 s (benchmarks/capture.md); nor do they need a SQL session."""
         from .parquet import WRITTEN
 
         stream, binary = _plan(self.whole, self.reader)
         rows: list[tuple[Any, ...]] = []
         if stream:
-            listing = _listing(spark, stream, self.share_size)
-            rows += (spark.sparkContext.parallelize(listing, len(listing))
+            listing = _listing(spark.context, stream, self.share_size)
+            rows += (spark.context.parallelize(listing, len(listing))
                      .mapPartitions(_rdd_task(self.how, self.counters, out)).collect())
         if binary:
-            rows += _decoded(spark, binary, self.how, self.reader, self.counters, out,
-                             WRITTEN).collect()
+            rows += _decoded(spark.session, binary, self.how, self.reader, self.counters,
+                             out, WRITTEN).collect()
         return rows
 
 
@@ -633,7 +666,7 @@ def _write_tables(tables: Tables, target: str) -> None:
             done.result()
 
 
-def _write_directly(spark: SparkSession, plan: _Plan, target: str, progress: _Progress,
+def _write_directly(spark: _Spark, plan: _Plan, target: str, progress: _Progress,
                     phase: Callable[[str], None]) -> dict[str, int]:
     """The tasks decode and write their files themselves (:mod:`.parquet`); the driver
     commits them.  Returns the rows per table, as the tasks reported them."""
@@ -691,21 +724,24 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     use (else one is made for ``options.master`` and stopped at the end)."""
     from .figures import ArrowFigures, SparkFigures
     from .report import write_summary
-    from .session import ClassArchive, default_master, jvm_running, make_session
+    from .session import ClassArchive, default_master, jvm_running, make_context
 
     if options.writer not in ("auto", "tasks", "spark"):
         raise ValueError(f"writer must be auto, tasks or spark, not {options.writer!r}")
     if options.writer == "tasks" and local_path(options.out) is None:
         raise ValueError(f"writer 'tasks' needs the output on a local path, not "
                          f"{options.out!r}: use writer 'spark' or 'auto'")
+    _check_reading(options.reader, options.split_size, options.share_size)  # before Spark
     out = out or sys.stdout
     own_session = spark is None
     archive = None
     if spark is None:
         if options.jvm_cache is not None and not jvm_running():
             archive = ClassArchive(options.jvm_cache)
-        spark = make_session(options.master or default_master(),
-                             conf=options.session_conf(archive))
+        run = _Spark(make_context(options.master or default_master(),
+                                  conf=options.session_conf(archive)))
+    else:
+        run = _Spark(spark.sparkContext, spark)
     stopping: threading.Thread | None = None  # the session stopping, beside the summary
     started = time.monotonic()
     timings: dict[str, float] = {}
@@ -718,7 +754,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         lap = now
 
     try:
-        plan = _Plan.make(spark, options.inputs, options.ports, options.payload_limit,
+        plan = _Plan.make(run, options.inputs, options.ports, options.payload_limit,
                           options.version, options.reader, options.split_size,
                           options.share_size)
         files = plan.files
@@ -728,7 +764,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                       file=sys.stderr)
         total = sum(f.size for f in files)
         print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
-              f"{spark.sparkContext.master}", file=sys.stderr)
+              f"{run.context.master}", file=sys.stderr)
         progress = _Progress(plan.counters, len(files), total, options.progress_interval)
         target = options.out.rstrip("/")
         local_target = local_path(target)
@@ -737,22 +773,21 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
             raise ValueError("writer 'tasks' cannot write a file that is split (split_size "
                              f"{options.split_size}): use writer 'spark' or 'auto'")
         if local_target is not None and not split and options.writer != "spark":
-            counts = _write_directly(spark, plan, local_target, progress, phase)
+            counts = _write_directly(run, plan, local_target, progress, phase)
         else:
-            _write_through_spark(spark, plan, target, progress, phase)
+            _write_through_spark(run.session, plan, target, progress, phase)
             counts = {}
         figures: ArrowFigures | SparkFigures
-        if local_target is not None and (counts or str(spark.sparkContext.master).startswith(
-                "local")):
+        if local_target is not None and (counts or str(run.context.master).startswith("local")):
             # The driver sees the files (it committed them, or it ran the tasks):
             # Arrow reads them without Spark's first-read costs (.figures).
             figures = ArrowFigures(local_target)
             if own_session:
                 # Spark has done its part: it stops (about 1 s) while Arrow summarises.
-                stopping = threading.Thread(target=spark.stop, name="mqttwire-stop-spark")
+                stopping = threading.Thread(target=run.stop, name="mqttwire-stop-spark")
                 stopping.start()
         else:
-            figures = SparkFigures(_written(spark, target))
+            figures = SparkFigures(_written(run.session, target))
         if not counts:  # else the tasks reported them; errors: the summary counts them
             counts = {name: figures.rows(name) for name in TABLE_NAMES if name != "errors"}
         summary_dir = options.summary_dir or local_target or "."
@@ -778,6 +813,6 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         if stopping is not None:
             stopping.join()
         elif own_session:
-            spark.stop()
+            run.stop()
         if archive is not None and archive.finish():
             print(f"mqttwire: wrote the JVM's class archive {archive.path}", file=sys.stderr)

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 __all__ = ["ClassArchive", "JavaMissing", "default_master", "find_java", "is_on_this_host",
-           "make_session", "under_spark_submit"]
+           "make_context", "make_session", "under_spark_submit"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -84,6 +85,38 @@ def make_session(master: str | None = "local[*]", *, app_name: str = "mqttwire-p
     mqttwire from where this process does (so an uninstalled checkout works too); on a
     real cluster the executors need mqttwire and pyarrow themselves (docs/cluster.md).
     """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in _settings(master, conf).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def make_context(master: str | None = "local[*]", *, app_name: str = "mqttwire-pipeline",
+                 conf: dict[str, str] | None = None) -> SparkContext:
+    """The SparkContext of :func:`make_session`, without its SQL session: what the
+    pipeline starts when its tasks write the tables, as no SQL runs then, and a session
+    takes about 1.2 s more to make on a fresh JVM (benchmarks/capture.md).  Settings as
+    :func:`make_session`'s; a session made later (``SparkSession.builder.getOrCreate()``)
+    runs on this context and takes its ``spark.sql.*`` settings."""
+    from pyspark import SparkConf, SparkContext
+
+    spark_conf = SparkConf().setAppName(app_name).setAll(list(_settings(master, conf).items()))
+    if master is not None:
+        spark_conf.setMaster(master)
+    sc = SparkContext.getOrCreate(spark_conf)
+    sc.setLogLevel("WARN")
+    return sc
+
+
+def _settings(master: str | None, conf: dict[str, str] | None) -> dict[str, str]:
+    """The settings of a context or session for ``master``, ``conf`` over them; sets the
+    environment they need (see :func:`make_session`)."""
     find_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -119,17 +152,7 @@ def make_session(master: str | None = "local[*]", *, app_name: str = "mqttwire-p
         settings["spark.executorEnv.PYTHONPATH"] = path
         settings["spark.executorEnv.PYSPARK_PYTHON"] = os.environ["PYSPARK_PYTHON"]
     settings.update(conf or {})
-
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(app_name)
-    if master is not None:
-        builder = builder.master(master)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return settings
 
 
 class ClassArchive:
