@@ -56,6 +56,8 @@ one-row-per-partition list of files can.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import shutil
 import sys
 import threading
@@ -717,6 +719,26 @@ def _write_through_spark(spark: SparkSession, plan: _Plan, target: str,
         decoded.unpersist()
 
 
+#: What the driver imports once Spark has started (pyspark's context: pandas, pyarrow;
+#: then the run's own modules and the summary's chart): imported on a thread while the
+#: JVM starts, when the driver only waits (:func:`_import_ahead`).
+IMPORTS_AHEAD = ("pandas", "pyarrow", "pyarrow.parquet", "pyarrow.dataset",
+                 "mqttwire.spark.batches", "mqttwire.spark.parquet", "matplotlib.figure")
+
+
+def _import_ahead() -> threading.Thread:
+    """Import :data:`IMPORTS_AHEAD` on a thread (an import the main thread needs meanwhile
+    waits for it: the import lock), so that they are loaded when the run needs them."""
+    def run() -> None:
+        for name in IMPORTS_AHEAD:
+            with contextlib.suppress(ImportError):  # the step that needs it says so
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=run, name="mqttwire-import-ahead", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                  out: Any = None) -> PipelineResult:
     """Run the pipeline (see the module docstring); print progress to stderr and the
@@ -735,11 +757,17 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     out = out or sys.stdout
     own_session = spark is None
     archive = None
+    ahead: threading.Thread | None = None
     if spark is None:
         if options.jvm_cache is not None and not jvm_running():
             archive = ClassArchive(options.jvm_cache)
-        run = _Spark(make_context(options.master or default_master(),
-                                  conf=options.session_conf(archive)))
+        ahead = _import_ahead()
+        try:
+            run = _Spark(make_context(options.master or default_master(),
+                                      conf=options.session_conf(archive)))
+        except BaseException:
+            ahead.join()
+            raise
     else:
         run = _Spark(spark.sparkContext, spark)
     stopping: threading.Thread | None = None  # the session stopping, beside the summary
@@ -810,6 +838,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                               elapsed, report.path, report.chart_path, report.text, counts,
                               bad, timings)
     finally:
+        if ahead is not None:
+            ahead.join()  # not left importing as the interpreter exits
         if stopping is not None:
             stopping.join()
         elif own_session:

@@ -10,7 +10,7 @@ import pytest
 import mqttwire._pure as mw
 from mqttwire.capture import Record
 from mqttwire.spark.inputs import CaptureFile, local_path, name_captures
-from mqttwire.spark.pipeline import BINARY_FILE_LIMIT, _plan
+from mqttwire.spark.pipeline import BINARY_FILE_LIMIT, IMPORTS_AHEAD, _plan
 from mqttwire.spark.report import duration_text, markdown_table, rate_buckets
 from mqttwire.spark.session import is_on_this_host
 
@@ -20,6 +20,14 @@ def test_local_path() -> None:
     assert local_path("/data/a.pcap") == "/data/a.pcap"
     assert local_path("hdfs://nn:8020/data/a.pcap") is None
     assert local_path("s3a://bucket/a.pcap") is None
+
+
+def test_the_imports_ahead_are_modules() -> None:
+    """The pipeline imports them on a thread and ignores an ImportError (the step that
+    needs a missing one says so): a misspelt name would be skipped in silence."""
+    import importlib.util
+
+    assert all(importlib.util.find_spec(name) is not None for name in IMPORTS_AHEAD)
 
 
 def test_capture_names_are_unique() -> None:
