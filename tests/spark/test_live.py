@@ -557,6 +557,65 @@ def test_a_3x_batch_has_null_property_columns(codec: Any) -> None:
 # Bad input: each a clear error in the query, nothing hung
 
 
+def test_the_subscriber_acknowledges_what_it_is_told_and_the_rest_comes_again(
+        codec: Any, tmp_path: Path) -> None:
+    """The subscriber under the live source (mqttwire.spark.subscriber), alone: PUBACKs go
+    out for the messages acknowledged, and only for them; the others come again, DUP set,
+    to the next connection of the client id (its session kept by the broker)."""
+    import paho.mqtt.client as mqtt
+
+    from mqttwire.session import ClientSession
+    from mqttwire.spark.subscriber import Received, Subscriber
+
+    def subscriber() -> Subscriber:
+        session = ClientSession("acker", version=5, clean_start=False,
+                                session_expiry_interval=300, auto_ack=False, codec=codec)
+        sub = Subscriber(HOST, broker.port, [("ack/#", 1)], session)
+        sub.start()
+        return sub
+
+    def take(sub: Subscriber, count: int, wait: float = TIMEOUT) -> list[Received]:
+        got: list[Received] = []
+        deadline = time.monotonic() + wait
+        while len(got) < count and time.monotonic() < deadline:
+            got += sub.take()
+            time.sleep(0.01)
+        return got
+
+    def in_log(text: str) -> bool:
+        deadline = time.monotonic() + TIMEOUT
+        while text not in broker.log_text():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    with mosquitto(tmp_path) as broker:
+        first = subscriber()
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, "ack-pub")
+        client.connect(HOST, broker.port)
+        client.loop_start()
+        for n in range(1, 7):
+            client.publish(f"ack/{n}", b"%d" % n, qos=1).wait_for_publish(TIMEOUT)
+        client.loop_stop()
+        client.disconnect()
+        taken = take(first, 6)
+        assert [r.message.payload for r in taken] == [b"1", b"2", b"3", b"4", b"5", b"6"]
+        mids = [r.message.packet_id for r in taken]
+        assert first.ack_through(taken[2].seq) == 3  # 1 to 3
+        assert in_log(f"Received PUBACK from acker (Mid: {mids[2]}, RC:0)")
+        assert first.ack_through(taken[4].seq) == 2  # 4 and 5
+        first.close()
+        assert in_log(f"Received PUBACK from acker (Mid: {mids[4]}, RC:0)")
+        assert f"(Mid: {mids[5]}, RC:0)" not in broker.log_text()
+
+        second = subscriber()  # the session resumed: only 6 comes again
+        again = take(second, 2, wait=2.0)
+        assert [r.message.payload for r in again] == [b"6"] and again[0].message.dup
+        assert second.ack_through(again[0].seq) == 1
+        second.close()
+
+
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     from mqttwire.spark.live import register
