@@ -26,7 +26,7 @@ from .._properties import Properties
 from ._codec import Codec
 from ._ids import PacketIds
 from .aliases import InboundAliases, OutboundAliases
-from .errors import SessionError
+from .errors import SessionError, disconnect_reason
 from .events import (
     Connected,
     ConnectRefused,
@@ -486,7 +486,7 @@ class ClientSession:
         (§4.13), 3.x just closes."""
         code = None
         if self.version == 5 and self.state is ClientState.CONNECTED:
-            code = error.reason_code
+            code = disconnect_reason(error)
             self._send(self.codec.Disconnect(reason_code=code), now)
         self._end(f"protocol violation by the server: {error}", reason_code=code, error=error)
 

@@ -10,8 +10,24 @@ asking for something the protocol or the peer does not allow.
 
 from __future__ import annotations
 
-__all__ = ["SessionError"]
+from .._constants import REASON_CODES, PacketType
+from .._errors import MQTTWireError
+
+__all__ = ["SessionError", "disconnect_reason"]
 
 
 class SessionError(Exception):
     """The application used a session object wrongly (not the peer: see the module)."""
+
+
+def disconnect_reason(error: MQTTWireError) -> int:
+    """The reason code of the MQTT 5.0 DISCONNECT that answers ``error`` [MQTT-4.13.1-1]:
+    the error's own where a DISCONNECT may carry it (§3.14.2.1), else its class's (0x81
+    Malformed Packet, 0x82 Protocol Error, ...), else 0x80 Unspecified error.  An error
+    can carry a code that only a CONNACK may: 0x84 Unsupported Protocol Version, for a
+    CONNECT whose protocol name or level is wrong, which a connected peer can send too."""
+    allowed = REASON_CODES[PacketType.DISCONNECT]
+    for code in (error.reason_code, type(error).default_reason_code):
+        if code in allowed:
+            return code
+    return 0x80

@@ -25,7 +25,7 @@ from ._codec import Codec
 from ._ids import PacketIds
 from ._timers import Timers
 from .aliases import InboundAliases, OutboundAliases
-from .errors import SessionError
+from .errors import SessionError, disconnect_reason
 from .events import (
     ClientConnected,
     ClientRefused,
@@ -559,7 +559,7 @@ class ServerConnection:
                 self._write(self.codec.ConnAck(reason_code=1).encode(4))
             self._close(now, f"bad CONNECT: {error}", error=error)
             return
-        code = error.reason_code if self.version == 5 else None
+        code = disconnect_reason(error) if self.version == 5 else None
         self._close(now, f"protocol violation: {error}", reason_code=code, error=error)
 
     def _close(self, now: float, reason: str, *, reason_code: int | None = None,

@@ -469,6 +469,30 @@ def test_malformed_bytes_from_server(codec: ModuleType) -> None:
     assert of_type(events, Disconnected)[0].error.rule == "MQTT-3.3.1-4"
 
 
+def test_a_connect_from_the_server_with_a_bad_protocol_name(codec: ModuleType) -> None:
+    # The decoder's error carries 0x84 (Unsupported Protocol Version), a CONNACK's code
+    # that no DISCONNECT may carry (MQTT 5.0 §3.14.2.1): the client sends 0x82 Protocol
+    # Error instead, and raises nothing.
+    client, server = connected(codec)
+    data = codec.Connect("s").encode(5).replace(b"MQTT", b"MQTX")
+    events = client.receive_data(data, 1.0)
+    assert [p.reason_code for p in server.received()] == [0x82]
+    [ended] = of_type(events, Disconnected)
+    assert ended.reason_code == 0x82 and ended.error.reason_code == 0x84
+    assert not client.connected
+
+
+def test_the_disconnect_reason_is_one_a_disconnect_may_carry() -> None:
+    from mqttwire import MalformedPacket, MQTTWireError, ProtocolError
+    from mqttwire.session.errors import disconnect_reason
+
+    assert disconnect_reason(ProtocolError("X", "y", reason_code=0x84)) == 0x82
+    assert disconnect_reason(MalformedPacket("X", "y", reason_code=0x84)) == 0x81
+    assert disconnect_reason(MQTTWireError("X", "y", reason_code=0x84)) == 0x80
+    assert disconnect_reason(ProtocolError("X", "y", reason_code=0x95)) == 0x95
+    assert disconnect_reason(ProtocolError("X", "y")) == 0x82
+
+
 def test_auth_from_server_without_method(codec: ModuleType) -> None:
     # [MQTT-4.12.0-6]
     client, server = connected(codec)
