@@ -75,7 +75,13 @@ def main() -> int:
     from mqttwire.spark.live import register, use_filesystem_checkpoints
     from mqttwire.spark.session import make_session
 
-    spark = make_session("local[2]")
+    # Spark's own Arrow batch size (10,000 rows), not the pipeline's one row a batch that
+    # make_session sets for mapInArrow's inputs: a simple stream reader's rows (the paho
+    # sample's) go to the JVM in Arrow batches of that many rows (pyspark's
+    # python_streaming_source_runner), and one-row batches cost it tens of microseconds
+    # a row.  mqttwire's source hands Spark whole Arrow batches, which no setting splits.
+    spark = make_session("local[2]", conf={"spark.sql.execution.arrow.maxRecordsPerBatch":
+                                           "10000"})
     # Both sources: the checkpoint and sink logs written without a readlink process per
     # file (mqttwire.spark.live.use_filesystem_checkpoints; the checkpoint is local).
     assert use_filesystem_checkpoints(spark)
