@@ -13,7 +13,6 @@ Only ``pipeline`` needs pyspark, and imports it when it runs.
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.util
 import os
 import subprocess
