@@ -731,7 +731,8 @@ def _import_ahead() -> threading.Thread:
     waits for it: the import lock), so that they are loaded when the run needs them."""
     def run() -> None:
         for name in IMPORTS_AHEAD:
-            with contextlib.suppress(ImportError):  # the step that needs it says so
+            # Whatever fails here fails again, and is reported, where the run imports it.
+            with contextlib.suppress(Exception):
                 importlib.import_module(name)
 
     thread = threading.Thread(target=run, name="mqttwire-import-ahead", daemon=True)

@@ -24,7 +24,7 @@ def test_local_path() -> None:
 
 @pytest.mark.spark  # pandas, pyarrow and matplotlib come with the spark extra
 def test_the_imports_ahead_are_modules() -> None:
-    """The pipeline imports them on a thread and ignores an ImportError (the step that
+    """The pipeline imports them on a thread and ignores what fails there (the step that
     needs a missing one says so): a misspelt name would be skipped in silence."""
     import importlib.util
 
