@@ -20,7 +20,7 @@ from collections import OrderedDict, deque
 from types import ModuleType
 from typing import Any
 
-from .._constants import ReasonCode
+from .._constants import REASON_CODES, PacketType, ReasonCode
 from .._errors import MQTTWireError, ProtocolError
 from .._properties import Properties
 from ._codec import Codec
@@ -406,7 +406,8 @@ class ClientSession:
         """Acknowledge a received QoS 1/2 message (manual acknowledgement): PUBACK, or
         PUBREC for QoS 2 (then PUBCOMP follows PUBREL by itself).  Acknowledgements go
         out in the order the messages arrived ([MQTT-4.6.0-2], [MQTT-4.6.0-3]): this one
-        may wait for earlier ones.  5.0 ``reason_code`` 0x80 or more refuses the message.
+        may wait for earlier ones.  5.0 ``reason_code`` 0x80 or more refuses the message;
+        one that a PUBACK (PUBREC) cannot carry raises :class:`SessionError`.
 
         Returns False when there is nothing to acknowledge: QoS 0, already acknowledged,
         or the session it came in was discarded (the server will send it again if it
@@ -420,6 +421,12 @@ class ClientSession:
             return False
         if reason_code and self.version != 5:
             raise SessionError("acknowledgements carry no reason code before MQTT 5.0")
+        kind = PacketType.PUBACK if message.qos == 1 else PacketType.PUBREC
+        if reason_code not in REASON_CODES[kind]:
+            # Checked here, not when the acknowledgement is encoded: by then the message
+            # would be out of the session and never acknowledged (MQTT 5.0 §3.4.2.1).
+            raise SessionError(f"reason code 0x{reason_code:02X} is not one a {kind.name} "
+                               "may carry (MQTT 5.0 §3.4.2.1, §3.5.2.1)")
         entry.acked = True
         entry.reason_code = reason_code
         self._flush_acks(now)

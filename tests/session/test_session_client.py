@@ -256,6 +256,20 @@ def test_deferred_acknowledgement(codec: ModuleType) -> None:
     assert server.received() == [codec.PubAck(4, reason_code=0x80)]
 
 
+@pytest.mark.parametrize(("qos", "code"), [(1, 0x84), (2, 0x92), (1, 0x01)])
+def test_an_acknowledgement_with_a_reason_code_its_packet_cannot_carry(
+        codec: ModuleType, qos: int, code: int) -> None:
+    # Refused before the message leaves the session: it can still be acknowledged.
+    client, server = connected(codec, auto_ack=False)
+    message = received_message(server.send(codec.Publish("t", b"1", qos=qos, packet_id=1)))
+    with pytest.raises(SessionError, match=f"0x{code:02X} is not one a PUB"):
+        client.ack(message, reason_code=code, now=1.0)  # type: ignore[arg-type]
+    assert server.received() == [] and client.unacknowledged == [message]
+    assert client.ack(message, reason_code=0x80, now=1.0)  # type: ignore[arg-type]
+    ack = codec.PubAck(1, reason_code=0x80) if qos == 1 else codec.PubRec(1, reason_code=0x80)
+    assert server.received() == [ack]
+
+
 @pytest.mark.parametrize(("version", "rule"), [(5, "MQTT-2.2.1-4"), (4, "MQTT-2.3.1-4")])
 @pytest.mark.parametrize("qos", [1, 2])
 def test_a_new_publish_reusing_an_identifier_in_use_is_a_protocol_error(
