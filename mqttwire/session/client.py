@@ -272,6 +272,9 @@ class ClientSession:
         will published; a new Session Expiry Interval)."""
         if self.state is not ClientState.CONNECTED:
             raise SessionError(f"disconnect() while {self.state.value}")
+        if reason_code not in REASON_CODES[PacketType.DISCONNECT]:
+            raise SessionError(f"reason code 0x{reason_code:02X} is not one a DISCONNECT may "
+                               "carry (MQTT 5.0 §3.14.2.1)")
         props = None
         if session_expiry_interval is not None:
             if self.version != 5:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from .._constants import ReasonCode
+from .._constants import REASON_CODES, PacketType, ReasonCode
 from .._errors import MQTTWireError, ProtocolError
 from .._properties import Properties
 from ._codec import Codec
@@ -516,6 +516,9 @@ class ServerConnection:
     def disconnect(self, now: float,
                    reason_code: int = ReasonCode.ADMINISTRATIVE_ACTION) -> list[Event]:
         """Close the connection from the server's side (5.0: DISCONNECT ``reason_code``)."""
+        if reason_code not in REASON_CODES[PacketType.DISCONNECT]:
+            raise SessionError(f"reason code 0x{reason_code:02X} is not one a DISCONNECT may "
+                               "carry (MQTT 5.0 §3.14.2.1)")
         if not self.closed:
             self._close(now, "closed by the server", reason_code=reason_code)
         return self.broker._take_events()

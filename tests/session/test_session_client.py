@@ -427,6 +427,13 @@ def test_disconnect(codec: ModuleType) -> None:
     client2, _ = connected(codec)
     with pytest.raises(SessionError, match="3.14.2.2.2"):
         client2.disconnect(1.0, session_expiry_interval=5)
+    # A reason code that a DISCONNECT cannot carry (0x84 is a CONNACK's): refused before
+    # anything changes; the connection stays.
+    client3, server3 = connected(codec, session_expiry_interval=10)
+    with pytest.raises(SessionError, match="0x84 is not one a DISCONNECT may carry"):
+        client3.disconnect(1.0, reason_code=0x84, session_expiry_interval=20)
+    assert client3.connected and client3.session_expiry_interval == 10
+    assert server3.received() == []
 
 
 def test_server_disconnect(codec: ModuleType) -> None:

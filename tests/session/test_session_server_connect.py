@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import pytest
 from session_helpers import FakeClient, of_type
 
 from mqttwire import Properties
@@ -15,6 +16,7 @@ from mqttwire.session import (
     ClientRefused,
     ConnectionClosed,
     ConnectionState,
+    SessionError,
 )
 
 
@@ -243,6 +245,9 @@ def test_outgoing_lists_each_connection_with_output(codec: ModuleType) -> None:
     assert [o.connection for o in out] == [a.conn, b.conn]
     assert all(isinstance(codec.decode(o.data), codec.ConnAck) and not o.close for o in out)
     assert broker.outgoing() == []
+    with pytest.raises(SessionError, match="0x84 is not one a DISCONNECT may carry"):
+        a.conn.disconnect(0.0, reason_code=0x84)  # a CONNACK's code: nothing sent
+    assert broker.outgoing() == [] and not a.conn.closed
     a.conn.disconnect(0.0)
     [(conn, data, close)] = broker.outgoing()
     assert conn is a.conn and close and codec.decode(data).reason_code == 0x98
