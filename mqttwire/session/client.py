@@ -20,13 +20,13 @@ from collections import OrderedDict, deque
 from types import ModuleType
 from typing import Any
 
-from .._constants import REASON_CODES, PacketType, ReasonCode
+from .._constants import PacketType, ReasonCode
 from .._errors import MQTTWireError, ProtocolError
 from .._properties import Properties
 from ._codec import Codec
 from ._ids import PacketIds
 from .aliases import InboundAliases, OutboundAliases
-from .errors import SessionError, disconnect_reason
+from .errors import SessionError, check_reason_code, disconnect_reason
 from .events import (
     Connected,
     ConnectRefused,
@@ -272,9 +272,7 @@ class ClientSession:
         will published; a new Session Expiry Interval)."""
         if self.state is not ClientState.CONNECTED:
             raise SessionError(f"disconnect() while {self.state.value}")
-        if reason_code not in REASON_CODES[PacketType.DISCONNECT]:
-            raise SessionError(f"reason code 0x{reason_code:02X} is not one a DISCONNECT may "
-                               "carry (MQTT 5.0 §3.14.2.1)")
+        check_reason_code(PacketType.DISCONNECT, reason_code)
         props = None
         if session_expiry_interval is not None:
             if self.version != 5:
@@ -424,12 +422,10 @@ class ClientSession:
             return False
         if reason_code and self.version != 5:
             raise SessionError("acknowledgements carry no reason code before MQTT 5.0")
-        kind = PacketType.PUBACK if message.qos == 1 else PacketType.PUBREC
-        if reason_code not in REASON_CODES[kind]:
-            # Checked here, not when the acknowledgement is encoded: by then the message
-            # would be out of the session and never acknowledged (MQTT 5.0 §3.4.2.1).
-            raise SessionError(f"reason code 0x{reason_code:02X} is not one a {kind.name} "
-                               "may carry (MQTT 5.0 §3.4.2.1, §3.5.2.1)")
+        # Checked here, not when the acknowledgement is encoded: by then the message would
+        # be out of the session and never acknowledged.
+        check_reason_code(PacketType.PUBACK if message.qos == 1 else PacketType.PUBREC,
+                          reason_code)
         entry.acked = True
         entry.reason_code = reason_code
         self._flush_acks(now)

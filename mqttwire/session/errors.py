@@ -13,11 +13,25 @@ from __future__ import annotations
 from .._constants import REASON_CODES, PacketType
 from .._errors import MQTTWireError
 
-__all__ = ["SessionError", "disconnect_reason"]
+__all__ = ["SessionError", "check_reason_code", "disconnect_reason"]
 
 
 class SessionError(Exception):
     """The application used a session object wrongly (not the peer: see the module)."""
+
+
+#: Where MQTT 5.0 lists the reason codes of the packets the application gives codes for.
+_SECTIONS = {PacketType.PUBACK: "§3.4.2.1", PacketType.PUBREC: "§3.5.2.1",
+             PacketType.DISCONNECT: "§3.14.2.1"}
+
+
+def check_reason_code(packet: PacketType, code: int) -> None:
+    """Raise :class:`SessionError` unless ``packet`` may carry reason ``code``: checked
+    where the application gives it, before anything changes (the encoder would refuse
+    it later, with the session half-way through)."""
+    if code not in REASON_CODES[packet]:
+        raise SessionError(f"reason code 0x{code:02X} is not one a {packet.name} may carry "
+                           f"(MQTT 5.0 {_SECTIONS[packet]})")
 
 
 def disconnect_reason(error: MQTTWireError) -> int:

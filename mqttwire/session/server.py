@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from .._constants import REASON_CODES, PacketType, ReasonCode
+from .._constants import PacketType, ReasonCode
 from .._errors import MQTTWireError, ProtocolError
 from .._properties import Properties
 from ._codec import Codec
 from ._ids import PacketIds
 from ._timers import Timers
 from .aliases import InboundAliases, OutboundAliases
-from .errors import SessionError, disconnect_reason
+from .errors import SessionError, check_reason_code, disconnect_reason
 from .events import (
     ClientConnected,
     ClientRefused,
@@ -516,9 +516,7 @@ class ServerConnection:
     def disconnect(self, now: float,
                    reason_code: int = ReasonCode.ADMINISTRATIVE_ACTION) -> list[Event]:
         """Close the connection from the server's side (5.0: DISCONNECT ``reason_code``)."""
-        if reason_code not in REASON_CODES[PacketType.DISCONNECT]:
-            raise SessionError(f"reason code 0x{reason_code:02X} is not one a DISCONNECT may "
-                               "carry (MQTT 5.0 §3.14.2.1)")
+        check_reason_code(PacketType.DISCONNECT, reason_code)
         if not self.closed:
             self._close(now, "closed by the server", reason_code=reason_code)
         return self.broker._take_events()
