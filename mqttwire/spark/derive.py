@@ -43,21 +43,37 @@ _MESSAGE: Row = {
     "puback_ts": None, "pubrec_ts": None, "pubrel_ts": None, "pubcomp_ts": None,
     "ack_reason_code": None, "completed_ts": None, "latency_ms": None,
 }
-#: A connection row's packet and byte counters of each direction.
-_COUNTERS = {d: (f"packets_{d}", f"bytes_{d}") for d in ("c2s", "s2c")}
 _ACKS = frozenset(("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"))
+#: Not a value any record holds (see _Conn.client_id).
+_UNSEEN = object()
 
 
 class _Conn:
-    """What is known of one MQTT connection, and its unfinished QoS exchanges."""
+    """What is known of one MQTT connection, and its unfinished QoS exchanges.
 
-    __slots__ = ("ended", "pending", "row")
+    The packet and byte counters and the last time are kept here, not in ``row``, and
+    written to it when the connection closes (:meth:`CaptureTables._close`): an attribute
+    of a slotted object is cheaper to update, once per record, than a dict item."""
+
+    __slots__ = ("bytes_c2s", "bytes_s2c", "client_id", "ended", "last_ts", "message",
+                 "packets_c2s", "packets_s2c", "pending", "row", "source", "version")
 
     def __init__(self, row: Row) -> None:
         self.row = row
         # (direction of the PUBLISH, packet id) -> its messages row
         self.pending: dict[Key, Row] = {}
         self.ended: set[str] = set()  # the directions whose TCP stream ended
+        self.packets_c2s = self.packets_s2c = self.bytes_c2s = self.bytes_s2c = 0
+        self.last_ts: int | None = None
+        # The client id, protocol level and its source of the last record, as objects:
+        # the same objects record after record, so one identity test each tells that
+        # nothing changed (CaptureTables.add).
+        self.client_id: object = _UNSEEN
+        self.version: object = _UNSEEN
+        self.source: object = _UNSEEN
+        #: The messages row template of this connection's PUBLISHes (_publish): the
+        #: capture's with this connection's id, client id and level set.
+        self.message: Row = {}
 
 
 class CaptureTables:
@@ -98,37 +114,56 @@ class CaptureTables:
         conn = self._conns.get(conn_id)
         if conn is None:
             conn = self._conns[conn_id] = _Conn(self._new_connection(rec))
-        row = conn.row
         ts = rec.ts
         if ts is not None:
-            if row["first_ts"] is None:
-                row["first_ts"] = ts
-            row["last_ts"] = ts
+            if conn.last_ts is None:
+                conn.row["first_ts"] = ts
+            conn.last_ts = ts
         client_id = rec.client_id
-        if client_id is not None and row["client_id"] != client_id:
-            row["client_id"] = client_id
         version = rec.protocol_version
-        if version is not None and (row["protocol_version"] != version
-                                    or row["version_source"] != rec.version_source):
-            row["protocol_version"] = version
-            row["version_source"] = rec.version_source
+        source = rec.version_source
+        if client_id is not conn.client_id or version is not conn.version \
+                or source is not conn.source:
+            self._identity(conn, client_id, version, source)
         ptype = rec.packet_type
-        if ptype == "CONNECT":  # a packet, or an error row of a bad CONNECT
-            row["joined_mid_stream"] = False
         if kind == "packet":
-            packets, size = _COUNTERS[rec.direction]  # type: ignore[index]
-            row[packets] += 1
-            row[size] += rec.length or 0
+            if rec.direction == "c2s":
+                conn.packets_c2s += 1
+                conn.bytes_c2s += rec.length or 0
+            else:
+                conn.packets_s2c += 1
+                conn.bytes_s2c += rec.length or 0
             if ptype == "PUBLISH":
                 self._publish(conn, rec)
             elif ptype in _ACKS:
                 self._ack(conn, rec)
             else:
+                if ptype == "CONNECT":
+                    conn.row["joined_mid_stream"] = False
                 self._packet(conn, rec)
-        elif kind == "gap":
+            return
+        row = conn.row
+        if ptype == "CONNECT":  # the error row of a bad CONNECT
+            row["joined_mid_stream"] = False
+        if kind == "gap":
             row["gaps"] += 1
         else:
             row["errors"] += 1
+
+    def _identity(self, conn: _Conn, client_id: str | None, version: int | None,
+                  source: str | None) -> None:
+        """The record's client id, level or level source is not the previous record's:
+        update the connection's row where they changed, and its messages template."""
+        conn.client_id, conn.version, conn.source = client_id, version, source
+        row = conn.row
+        if client_id is not None and row["client_id"] != client_id:
+            row["client_id"] = client_id
+        if version is not None and (row["protocol_version"] != version
+                                    or row["version_source"] != source):
+            row["protocol_version"] = version
+            row["version_source"] = source
+        conn.message = dict(self._message, connection_id=row["connection_id"],
+                            client_id=row["client_id"], protocol_version=version)
 
     def finish(self) -> list[Row]:
         """End of the capture: move every remaining connection and unfinished exchange to
@@ -186,6 +221,9 @@ class CaptureTables:
     def _close(self, conn_id: str) -> None:
         conn = self._conns.pop(conn_id)
         row = conn.row
+        row["last_ts"] = conn.last_ts
+        row["packets_c2s"], row["packets_s2c"] = conn.packets_c2s, conn.packets_s2c
+        row["bytes_c2s"], row["bytes_s2c"] = conn.bytes_c2s, conn.bytes_s2c
         if row["disconnect_by"] is not None:
             row["close_reason"] = "disconnect"
         else:
@@ -233,20 +271,18 @@ class CaptureTables:
                 # [MQTT-3.3.1-1]: the same application message, not a new one.
                 earlier["retransmissions"] += 1
                 return
-        # A copy of the template and the fields set one by one: half the time of a
-        # 24-key dict literal, for the one row made per PUBLISH.
-        message = self._message.copy()
-        message["connection_id"] = rec.connection_id
-        message["client_id"] = conn.row["client_id"]
-        message["protocol_version"] = rec.protocol_version
+        # A copy of the connection's template and the fields set one by one: half the
+        # time of a 24-key dict literal, for the one row made per PUBLISH.  (A PUBLISH
+        # record's flags are bools.)
+        message = conn.message.copy()
         message["direction"] = rec.direction
         message["ts"] = rec.ts
         message["stream_offset"] = rec.stream_offset
         message["topic"] = rec.topic
         message["topic_from_alias"] = rec.topic_from_alias
         message["qos"] = qos
-        message["retain"] = bool(rec.retain)
-        message["dup"] = bool(rec.dup)
+        message["retain"] = rec.retain
+        message["dup"] = rec.dup
         message["packet_id"] = rec.packet_id
         message["payload_length"] = rec.payload_length
         message["payload"] = rec.payload
