@@ -5,7 +5,8 @@ Mosquitto is started here on 127.0.0.1 (unlimited in-flight messages, a large qu
 A publisher of mqttwire's own (a socket, QoS 1 PUBLISHes sent in chunks while a thread
 reads the PUBACKs, up to 20,000 unacknowledged) publishes numbered messages whose
 payload carries the publish time; each source runs as a Structured Streaming query into
-Parquet in a driver process of its own (``local[2]``, 250 ms trigger).
+Parquet in a driver process of its own (``local[2]``, 250 ms trigger; another with
+MQTTWIRE_BENCH_LIVE_TRIGGER, e.g. "500 milliseconds").
 
 - ``sustained``: rounds of N messages published as fast as the publisher goes; a
   round's rate is N over the time from its first publish to the moment all N are in
@@ -14,7 +15,11 @@ Parquet in a driver process of its own (``local[2]``, 250 ms trigger).
   each micro-batch's code interpreted or barely compiled then (executing a batch took
   12.7 us a row in a first round, 6.2 us by the fourth: benchmarks/README.md), so the
   sustained rate is the median of the SUSTAINED_ROUNDS rounds after it.  The
-  publisher's own rate is reported: it bounds what can be measured.
+  publisher's own rate is reported: it bounds what can be measured.  So is the CPU
+  time that each part of the run used over those rounds, in microseconds a message
+  (``cpu_us_per_msg``: Spark's JVM, the source's process, Spark's Python workers, the
+  driver, Mosquitto, the publisher; from /proc, on Linux): the whole run shares the
+  machine's cores, and this says which part the cores went to.
 - ``latency``: a steady rate for a few seconds; per message, the time from its publish to
   the write of the Parquet file that holds it (the file's mtime), as percentiles.
 
@@ -186,6 +191,55 @@ def start_query(source: str, port: int, tmp: Path) -> Query:
     return Query(proc, out, tmp / f"stop-{source}")
 
 
+def _part(pid: str, query: Query, conf: str) -> str | None:
+    """Which part of the run process ``pid`` is (see :func:`cpu_seconds`), or None."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        session = os.getsid(int(pid))
+    except (OSError, ValueError):
+        return None  # gone meanwhile
+    if int(pid) == os.getpid():
+        return "publisher"
+    if conf in cmdline:
+        return "mosquitto"
+    if session != query.proc.pid:
+        return None  # not the query's (start_new_session: its processes share a session)
+    if cmdline.split(" ", 1)[0].endswith("java"):
+        return "spark_jvm"
+    if "python_streaming_source_runner" in cmdline:
+        return "source_process"  # the source's reader: the subscriber, or paho's loop
+    if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline:
+        return "spark_python_workers"
+    return "driver"
+
+
+def cpu_seconds(query: Query, conf: str) -> dict[str, dict[str, float]]:
+    """User + system CPU seconds of every process of the run so far, by pid, per part:
+    the query's (its driver, Spark's JVM, the source's process, Spark's Python workers),
+    Mosquitto's (the one started with ``conf``) and this one's (the publisher).  Linux
+    only (/proc): empty elsewhere."""
+    parts: dict[str, dict[str, float]] = {}
+    if not os.path.isdir("/proc"):
+        return parts
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        part = _part(pid, query, conf)
+        if part is None:
+            continue
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            parts.setdefault(part, {})[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return parts
+
+
+def cpu_used(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]
+             ) -> dict[str, float]:
+    """CPU seconds per part between two :func:`cpu_seconds` (a process that ended in
+    between is not counted; one that started is counted whole)."""
+    return {part: sum(t - before.get(part, {}).get(pid, 0.0) for pid, t in pids.items())
+            for part, pids in after.items()}
+
+
 def committed_files(out: Path) -> list[Path]:
     """The Parquet files of committed batches (the sink's log)."""
     log = out / "_spark_metadata"
@@ -256,13 +310,22 @@ def test_live_source(benchmark: Any, tmp_path: Path, source: str) -> None:
 
             def sustained() -> None:
                 rates, published = [], []
-                for _ in range(1 + SUSTAINED_ROUNDS):
+                conf = str(tmp_path / "mosquitto.conf")
+                for n in range(1 + SUSTAINED_ROUNDS):
+                    if n == 1:  # the warm rounds' CPU, from here
+                        cpu, wall = cpu_seconds(query, conf), time.perf_counter()
                     base = committed_rows(query.out)
                     started = time.perf_counter()
                     publisher.publish(SUSTAINED_N)
                     published.append(SUSTAINED_N / (time.perf_counter() - started))
                     done = wait_for(query, base + SUSTAINED_N)
                     rates.append(SUSTAINED_N / (done - started))
+                used = cpu_used(cpu, cpu_seconds(query, conf))
+                messages = SUSTAINED_N * SUSTAINED_ROUNDS
+                info["cpu_us_per_msg"] = {part: round(seconds * 1e6 / messages, 1)
+                                          for part, seconds in sorted(used.items())}
+                info["cpu_s_of_wall_s"] = [round(sum(used.values()), 2),
+                                           round(time.perf_counter() - wall, 2)]
                 info["cold_msgs_per_s"] = round(rates[0])
                 info["sustained_msgs_per_s"] = round(statistics.median(rates[1:]))
                 info["sustained_rounds_msgs_per_s"] = [round(r) for r in rates[1:]]
@@ -291,6 +354,7 @@ def test_live_source(benchmark: Any, tmp_path: Path, source: str) -> None:
     info.update(latency_ms_p50=round(q[49], 1), latency_ms_p95=round(q[94], 1),
                 latency_ms_p99=round(q[98], 1), latency_ms_max=round(latencies[-1], 1),
                 steady_rate_msgs_per_s=STEADY_RATE, messages=publisher.sent,
+                trigger=os.environ.get("MQTTWIRE_BENCH_LIVE_TRIGGER", "250 milliseconds"),
                 duplicates=len(numbered) - len(seen))
     _results[source] = info
     if "mqtt" in _results and "paho" in _results:

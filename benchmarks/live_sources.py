@@ -95,7 +95,8 @@ def main() -> int:
     query = (reader.option("url", url).option("topics", topic).load()
              .writeStream.format("parquet").option("path", out)
              .option("checkpointLocation", checkpoint)
-             .trigger(processingTime="250 milliseconds").start())
+             .trigger(processingTime=os.environ.get("MQTTWIRE_BENCH_LIVE_TRIGGER",
+                                                   "250 milliseconds")).start())
     print("started", flush=True)
     try:
         while not os.path.exists(stopfile):
