@@ -29,6 +29,7 @@ else:
             Extension("mqttwire._ctopics", ["mqttwire/_ctopics.pyx"]),
             Extension("mqttwire.capture._fast", ["mqttwire/capture/_fast.pyx"]),
             Extension("mqttwire.spark._columns", ["mqttwire/spark/_columns.pyx"]),
+            Extension("mqttwire.spark._derive", ["mqttwire/spark/_derive.pyx"]),
         ],
         compiler_directives={
             "language_level": 3,

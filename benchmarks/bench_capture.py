@@ -37,6 +37,7 @@ Run (about 10 minutes on 2 cores; MQTTWIRE_BENCH_CAPTURE_MB=3 for a quick try):
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import json
 import math
@@ -75,6 +76,11 @@ TSHARK_FIELDS = ["frame.time_epoch", "ip.src", "tcp.srcport", "mqtt.msgtype", "m
                  "mqtt.topic", "mqtt.msgid", "mqtt.len"]
 #: Bound on one tshark or pipeline run.
 TIMEOUT = 900
+#: The capture of the derived tables' benchmark, whose records are held in memory.
+DERIVE_SIZE = min(SIZE, 20_000_000)
+#: Records handed to the derived tables at a time, as the decoding task does
+#: (mqttwire.spark.batches.BATCH_ROWS packet records, with the stream ends among them).
+DERIVE_BATCH = 8192
 
 #: Median-round figures of the read_capture benchmarks, by codec id, for the ratios.
 _measured: dict[str, Measurement] = {}
@@ -232,6 +238,46 @@ def test_read_capture_pure_loop(benchmark: Any, big_capture: Capture,
     assert counts["records"] == big_capture.packets
     _rates(benchmark.extra_info, big_capture, m)
     _measured["cython-pure-loop"] = m
+
+
+@pytest.fixture(scope="module")
+def derive_records() -> list[Any]:
+    capture = _capture(DERIVE_SIZE)
+    return list(read_capture(capture.path, payload_limit=sys.maxsize, stream_ends=True))
+
+
+def test_derived_tables(benchmark: Any, codec: ModuleType, derive_records: list[Any],
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The derived tables (connections, messages, retained: mqttwire.spark.derive) of a
+    20 MB capture's records, fed as a decoding task feeds them (``add_many`` a batch at a
+    time, the finished rows taken after each): with the extension, its compiled path
+    (mqttwire.spark._derive), which must be built; without, ``CaptureTables.add`` (the
+    reference).  Per core: CPU time."""
+    from mqttwire.spark import derive
+
+    compiled = codec.__name__ == "mqttwire._speedups"
+    if compiled:
+        importlib.import_module("mqttwire.spark._derive")
+    monkeypatch.setattr(derive, "COMPILED", compiled)
+    benchmark.group = "capture: the derived tables"
+    counts: dict[str, int] = {}
+
+    def run() -> None:
+        tables = derive.CaptureTables("bench.pcap")
+        rows = 0
+        for start in range(0, len(derive_records), DERIVE_BATCH):
+            tables.add_many(derive_records[start:start + DERIVE_BATCH])
+            rows += len(tables.messages) + len(tables.connections)
+            tables.messages, tables.connections = [], []
+        rows += len(tables.finish()) + len(tables.messages) + len(tables.connections)
+        counts["rows"] = rows
+
+    m = _rounds(benchmark, run, time.process_time, rounds=5)
+    assert counts["rows"] > len(derive_records) // 2  # a message row per PUBLISH
+    benchmark.extra_info.update(
+        records=len(derive_records), rows=counts["rows"], cpu_s=round(m.cpu, 3),
+        wall_s=round(m.wall, 3),
+        records_per_s_per_core=round(len(derive_records) / m.cpu) if m.cpu else None)
 
 
 def test_tshark(benchmark: Any, big_capture: Capture) -> None:

@@ -206,16 +206,24 @@ def _full_batches(tables: CaptureTables) -> Iterator[Batch]:
 def _table_batches(records: Iterable[Record], tables: CaptureTables,
                    stats: FileStats | None) -> Iterator[Batch]:
     stats = stats if stats is not None else FileStats()
-    add = tables.add
+    # The derived tables take the records a batch at a time (CaptureTables.add_many: the
+    # common ones in compiled code), the stream ends among them in their places; they
+    # are taken before their packets batch is yielded, as one by one.
+    add_many = tables.add_many
+    taken: list[Record] = []
+    take = taken.append
     batch: list[Record] = []
     append = batch.append
     done = packets = 0  # the records and packet records already batched
     try:
         for rec in records:
-            add(rec)
+            take(rec)
             if rec.kind != "end":  # the ends feed only the connections table
                 append(rec)
                 if len(batch) >= BATCH_ROWS:
+                    add_many(taken)
+                    taken = []
+                    take = taken.append
                     packets += sum(r.kind == "packet" for r in batch)
                     done += len(batch)
                     yield from _record_batches(batch)
@@ -225,6 +233,7 @@ def _table_batches(records: Iterable[Record], tables: CaptureTables,
                     # after every record (two len() a record were 9% of this loop's
                     # time): at most a batch's worth of records adds to them meanwhile.
                     yield from _full_batches(tables)
+        add_many(taken)
         packets += sum(r.kind == "packet" for r in batch)
         done += len(batch)
     finally:

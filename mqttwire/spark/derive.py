@@ -8,6 +8,11 @@ open connections, the unfinished exchanges and the retained topics, not by the p
 
 Rows are plain dicts whose keys are the columns of :mod:`mqttwire.spark.schema`; every
 time is integer nanoseconds since the epoch (the Arrow layer converts them).
+
+This module is the reference.  Where the extension is built, :meth:`CaptureTables.add_many`
+hands the common records (PUBLISH and PUBACK of open connections) to its compiled twin,
+mqttwire/spark/_derive.pyx, which makes the same rows (tests/spark/test_derive_compiled.py)
+and leaves every other record to :meth:`CaptureTables.add`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,12 @@ from typing import Any
 
 from ..capture import Record
 
-__all__ = ["REJECTED", "CaptureTables", "derive"]
+try:
+    from . import _derive
+except ImportError:  # the pure-Python wheel, or a build without the extension
+    _derive = None  # type: ignore[assignment]
+
+__all__ = ["COMPILED", "REJECTED", "CaptureTables", "derive"]
 
 Row = dict[str, Any]
 #: A QoS exchange's key: the direction of its PUBLISH and its packet id.
@@ -74,6 +84,22 @@ class _Conn:
         #: The messages row template of this connection's PUBLISHes (_publish): the
         #: capture's with this connection's id, client id and level set.
         self.message: Row = {}
+
+
+def _compiled_path() -> Any:
+    """The compiled path of :meth:`CaptureTables.add_many` (mqttwire.spark._derive) for
+    these classes, or None where it is not built or does not fit them."""
+    if _derive is None:
+        return None
+    try:
+        return _derive.Deriver(Record, _Conn)
+    except TypeError:  # a slot it reads is not one (see _derive.RECORD_SLOTS, CONN_SLOTS)
+        return None
+
+
+_FAST = _compiled_path()
+#: Whether :meth:`CaptureTables.add_many` takes the common records in compiled code.
+COMPILED = _FAST is not None
 
 
 class CaptureTables:
@@ -149,6 +175,17 @@ class CaptureTables:
             row["gaps"] += 1
         else:
             row["errors"] += 1
+
+    def add_many(self, records: list[Record]) -> None:
+        """Take the next records of the capture, in order: :meth:`add` for each, the
+        common ones (PUBLISH and PUBACK of open connections) in compiled code where it
+        is built (:data:`COMPILED`; mqttwire/spark/_derive.pyx), with the same rows."""
+        if COMPILED:
+            _FAST.add_many(self, records)
+            return
+        add = self.add
+        for rec in records:
+            add(rec)
 
     def _identity(self, conn: _Conn, client_id: str | None, version: int | None,
                   source: str | None) -> None:
@@ -377,7 +414,6 @@ def derive(records: Iterable[Record],
     """All three derived tables of one capture at once: (connections, messages, retained).
     For tests and small captures; the pipeline streams through :class:`CaptureTables`."""
     tables = CaptureTables(capture)
-    for rec in records:
-        tables.add(rec)
+    tables.add_many(list(records))
     retained = tables.finish()
     return tables.connections, tables.messages, retained

@@ -1,9 +1,15 @@
 """The derived tables of one capture (mqttwire.spark.derive), without Spark: from the
 synthetic capture A through the capture layer (with each codec), and from hand-made
-records for the edge cases of the QoS exchanges and the retained-message rules."""
+records for the edge cases of the QoS exchanges and the retained-message rules.
+
+Every test runs both ways: with the common records taken by the compiled path
+(mqttwire.spark._derive, which must be built: an ImportError fails the test) and by
+CaptureTables.add alone (the reference); test_derive_compiled.py compares the two on
+whole captures."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -12,7 +18,20 @@ import pytest
 from spark_scenarios import capture_a
 
 from mqttwire.capture import Record, read_capture
+from mqttwire.spark import derive as derive_module
 from mqttwire.spark.derive import CaptureTables, derive
+
+
+@pytest.fixture(autouse=True, params=[
+    pytest.param(True, id="compiled", marks=pytest.mark.c_extension),
+    pytest.param(False, id="reference")])
+def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether CaptureTables.add_many (which derive() uses) takes the compiled path."""
+    if request.param:
+        importlib.import_module("mqttwire.spark._derive")
+    monkeypatch.setattr(derive_module, "COMPILED", bool(request.param))
+    return bool(request.param)
+
 
 CLIENT = ("10.0.0.1", 50001)
 SERVER = ("10.0.0.2", 1883)
@@ -187,9 +206,8 @@ def test_connection_close_by_server_disconnect_then_fin() -> None:
 
 def test_connection_counts_errors_and_gaps_and_stays_open() -> None:
     tables = CaptureTables("cap")
-    for item in (publish(ts=1), rec(None, "c2s", 2, kind="gap", length=100),
-                 rec(None, "s2c", 3, kind="error", length=7)):
-        tables.add(item)
+    tables.add_many([publish(ts=1), rec(None, "c2s", 2, kind="gap", length=100),
+                     rec(None, "s2c", 3, kind="error", length=7)])
     assert tables.connections == []  # not ended yet
     tables.finish()
     (c,) = tables.connections
@@ -199,12 +217,30 @@ def test_connection_counts_errors_and_gaps_and_stays_open() -> None:
 
 def test_connection_row_is_emitted_when_both_directions_end() -> None:
     tables = CaptureTables("cap")
-    tables.add(publish(ts=1))
-    tables.add(end("c2s", 2, "rst"))
+    tables.add_many([publish(ts=1), end("c2s", 2, "rst")])
     assert tables.connections == []
-    tables.add(end("s2c", 2, "rst"))
+    tables.add_many([end("s2c", 2, "rst")])
     (c,) = tables.connections
     assert (c["close_reason"], c["tcp_closed_by"], c["close_ts"]) == ("rst", None, 2)
+
+
+def test_times_and_counters_of_packets_without_a_time() -> None:
+    """Records without a time count, and the first time comes later: first_ts is the
+    first record's that has one, and an acknowledgement without a time completes its
+    exchange without one."""
+    connections, messages, _ = run(
+        publish(ts=None, qos=1, packet_id=1),  # type: ignore[arg-type]
+        ack("PUBACK", "s2c", None, 1),  # type: ignore[arg-type]
+        publish(ts=7),
+        rec("PUBACK", "s2c", 9, packet_id=1, reason_code=0, length=None),  # answered before
+    )
+    (c,) = connections
+    assert (c["first_ts"], c["last_ts"]) == (7, 9)
+    assert (c["packets_c2s"], c["bytes_c2s"], c["packets_s2c"], c["bytes_s2c"]) == (2, 4, 2, 2)
+    first, second = messages
+    assert (first["status"], first["puback_ts"], first["completed_ts"], first["latency_ms"]) \
+        == ("complete", None, None, None)
+    assert (second["ts"], second["qos"], second["status"]) == (7, 0, None)
 
 
 @pytest.mark.parametrize("kind", ["fragment", "capture_error"])

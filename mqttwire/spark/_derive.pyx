@@ -1,0 +1,253 @@
+"""The common records of :class:`mqttwire.spark.derive.CaptureTables`, in C: the compiled
+half of derive.py, which holds the reference (``CaptureTables.add``) and decides when
+this module is used.
+
+Most records of a capture are PUBLISH and PUBACK packets of connections that are already
+open, and for each the reference reads a dozen attributes and updates a few dicts: the
+derived tables were the largest step of a decoding task (benchmarks/capture.md).
+:meth:`Deriver.add_many` takes such a record itself: it reads the record's fields and the
+connection's state at their slot offsets (as the member descriptors do, without the
+attribute look-up) and makes or completes the messages row with the dict C API, exactly
+as ``add`` would.  Every other record goes to ``CaptureTables.add``, in its place in the
+order: a stream end, a gap or an error, a connection's first record or first time, a
+changed client id or level, a packet other than PUBLISH and PUBACK, a PUBLISH whose
+exchange is a retransmission (DUP) or that changes the retained store.  Before it
+changes anything, a record is checked to be one it takes, so handing it over is always
+possible.  tests/spark/test_derive.py compares the rows both ways.
+"""
+
+from cpython.dict cimport PyDict_Copy, PyDict_GetItemWithError
+from cpython.list cimport PyList_Append
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+
+from .._cdefs cimport (
+    READONLY,
+    T_OBJECT_EX,
+    PyMemberDef,
+    Py_False,
+    Py_None,
+    Py_True,
+    slot_member,
+)
+
+cimport cython
+
+__all__ = ["CONN_SLOTS", "RECORD_SLOTS", "Deriver"]
+
+#: The record fields read here (all of them slots of the record class).
+RECORD_SLOTS = ("kind", "ts", "connection_id", "direction", "length", "client_id",
+                "protocol_version", "version_source", "packet_type", "qos", "retain", "dup",
+                "packet_id", "topic", "topic_from_alias", "stream_offset", "payload_length",
+                "payload", "reason_code")
+#: The connection slots read and written here (see derive._Conn).
+CONN_SLOTS = ("bytes_c2s", "bytes_s2c", "client_id", "last_ts", "message", "packets_c2s",
+              "packets_s2c", "pending", "source", "version")
+
+# A PUBACK or PUBREC reason code from 0x80 up is a failure (MQTT 5.0 §2.4): derive.REJECTED.
+cdef int REJECTED = 0x80
+
+
+cdef Py_ssize_t _offset(type cls, str name) except -1:
+    """The offset of the writable object slot ``name`` in instances of ``cls``."""
+    cdef PyMemberDef* member = slot_member(cls.__dict__.get(name))
+    if member == NULL:
+        raise TypeError(f"{cls.__name__}.{name} is not a slot")
+    if member.type != T_OBJECT_EX or member.flags & READONLY:
+        raise TypeError(f"{cls.__name__}.{name} is not a writable object slot")
+    return member.offset
+
+
+cdef inline PyObject* _get(object obj, Py_ssize_t offset) noexcept:
+    """The slot's value (borrowed; NULL when unset)."""
+    return (<PyObject**>((<char*><PyObject*>obj) + offset))[0]
+
+
+cdef inline void _set(object obj, Py_ssize_t offset, object value) noexcept:
+    """Set the slot to ``value``, as the member descriptor does."""
+    cdef PyObject** slot = <PyObject**>((<char*><PyObject*>obj) + offset)
+    cdef PyObject* old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    if old != NULL:
+        Py_DECREF(<object>old)
+
+
+cdef inline bint _is(PyObject* value, str text) noexcept:
+    """Whether ``value`` is the str ``text`` (the same object, or an equal str)."""
+    return value == <PyObject*>text or (value != NULL and type(<object>value) is str
+                                        and <str>value == text)
+
+
+@cython.final
+cdef class Deriver:
+    """The compiled path of ``CaptureTables.add_many`` for records of the class
+    ``record_cls`` and connection state of the class ``conn_cls`` (slots: RECORD_SLOTS,
+    CONN_SLOTS); a TypeError when a slot is missing or not a writable object slot."""
+
+    cdef type record_cls
+    cdef type conn_cls
+    # record fields
+    cdef Py_ssize_t r_kind, r_ts, r_conn, r_direction, r_length, r_client_id, r_version
+    cdef Py_ssize_t r_source, r_ptype, r_qos, r_retain, r_dup, r_packet_id, r_topic
+    cdef Py_ssize_t r_alias, r_offset, r_payload_length, r_payload, r_code
+    # connection state
+    cdef Py_ssize_t c_bytes_c2s, c_bytes_s2c, c_client_id, c_last_ts, c_message
+    cdef Py_ssize_t c_packets_c2s, c_packets_s2c, c_pending, c_source, c_version
+
+    def __init__(self, type record_cls, type conn_cls):
+        self.record_cls = record_cls
+        self.conn_cls = conn_cls
+        (self.r_kind, self.r_ts, self.r_conn, self.r_direction, self.r_length,
+         self.r_client_id, self.r_version, self.r_source, self.r_ptype, self.r_qos,
+         self.r_retain, self.r_dup, self.r_packet_id, self.r_topic, self.r_alias,
+         self.r_offset, self.r_payload_length, self.r_payload, self.r_code) = [
+            _offset(record_cls, name) for name in RECORD_SLOTS]
+        (self.c_bytes_c2s, self.c_bytes_s2c, self.c_client_id, self.c_last_ts,
+         self.c_message, self.c_packets_c2s, self.c_packets_s2c, self.c_pending,
+         self.c_source, self.c_version) = [_offset(conn_cls, name) for name in CONN_SLOTS]
+
+    def __repr__(self):
+        return f"<Deriver of {self.record_cls.__name__} records>"
+
+    def add_many(self, tables, list records):
+        """``tables.add(rec)`` for each record of ``records`` in order, the common ones
+        done here (module docstring)."""
+        cdef dict conns = tables._conns
+        cdef list messages = tables.messages
+        add = tables.add
+        for rec in records:
+            if type(rec) is not self.record_cls or not self._take(conns, messages, rec):
+                add(rec)
+
+    cdef bint _take(self, dict conns, list messages, object rec) except -1:
+        """Take ``rec`` if it is a common one (returns True), else change nothing and
+        return False."""
+        cdef PyObject* kind = _get(rec, self.r_kind)
+        if not _is(kind, "packet"):
+            return False
+        cdef PyObject* conn_id = _get(rec, self.r_conn)
+        if conn_id == NULL or conn_id == Py_None:
+            return False
+        cdef PyObject* found = PyDict_GetItemWithError(conns, <object>conn_id)
+        if found == NULL or type(<object>found) is not self.conn_cls:
+            return False
+        conn = <object>found
+        # The connection's identity as the last record left it: else CaptureTables.add
+        # updates it (_identity).
+        if (_get(rec, self.r_client_id) != _get(conn, self.c_client_id)
+                or _get(rec, self.r_version) != _get(conn, self.c_version)
+                or _get(rec, self.r_source) != _get(conn, self.c_source)):
+            return False
+        cdef PyObject* ts = _get(rec, self.r_ts)
+        if ts == NULL or (ts != Py_None and _get(conn, self.c_last_ts) == Py_None):
+            return False  # the connection's first time: its row's first_ts
+        cdef PyObject* direction = _get(rec, self.r_direction)
+        cdef bint c2s = _is(direction, "c2s")
+        if not c2s and not _is(direction, "s2c"):
+            return False
+        cdef PyObject* ptype = _get(rec, self.r_ptype)
+        cdef bint publish = _is(ptype, "PUBLISH")
+        cdef PyObject* retain
+        cdef PyObject* dup
+        cdef PyObject* qos
+        if publish:
+            qos = _get(rec, self.r_qos)
+            retain = _get(rec, self.r_retain)
+            dup = _get(rec, self.r_dup)
+            if qos == NULL or (qos != Py_None and type(<object>qos) is not int):
+                return False
+            if (retain != Py_True and retain != Py_False) or (dup != Py_True and dup != Py_False):
+                return False
+            if dup == Py_True and qos != Py_None and <object>qos:
+                return False  # perhaps a retransmission of a message in flight
+            if c2s and retain == Py_True and _get(rec, self.r_topic) != Py_None:
+                return False  # the retained store
+        elif not _is(ptype, "PUBACK"):
+            return False
+        cdef PyObject* length = _get(rec, self.r_length)
+        if length == NULL or not self._fields_set(rec, publish):
+            return False
+        if (type(<object>_get(conn, self.c_pending)) is not dict
+                or type(<object>_get(conn, self.c_message)) is not dict):
+            return False
+        # -- taken: from here on, as CaptureTables.add does ------------------------------
+        if ts != Py_None:
+            _set(conn, self.c_last_ts, <object>ts)
+        size = 0 if length == Py_None or not <object>length else <object>length
+        if c2s:
+            _set(conn, self.c_packets_c2s, <object>_get(conn, self.c_packets_c2s) + 1)
+            _set(conn, self.c_bytes_c2s, <object>_get(conn, self.c_bytes_c2s) + size)
+        else:
+            _set(conn, self.c_packets_s2c, <object>_get(conn, self.c_packets_s2c) + 1)
+            _set(conn, self.c_bytes_s2c, <object>_get(conn, self.c_bytes_s2c) + size)
+        cdef dict pending = <dict>_get(conn, self.c_pending)
+        if publish:
+            self._publish(<dict>_get(conn, self.c_message), pending, messages, rec,
+                          <object>direction, <object>ts, <object>qos)
+        else:
+            self._puback(pending, messages, rec, c2s, <object>ts)
+        return True
+
+    cdef bint _fields_set(self, object rec, bint publish) noexcept:
+        """Whether every other field read below holds a value (a slot can be unset)."""
+        if _get(rec, self.r_packet_id) == NULL:
+            return False
+        if publish:
+            return (_get(rec, self.r_topic) != NULL and _get(rec, self.r_alias) != NULL
+                    and _get(rec, self.r_offset) != NULL
+                    and _get(rec, self.r_payload_length) != NULL
+                    and _get(rec, self.r_payload) != NULL)
+        return _get(rec, self.r_code) != NULL
+
+    cdef int _publish(self, dict template, dict pending, list messages, object rec,
+                      object direction, object ts, object qos) except -1:
+        """CaptureTables._publish of a PUBLISH that is not a retransmission and leaves
+        the retained store alone."""
+        if qos is None or not qos:
+            qos = 0
+        cdef dict message = PyDict_Copy(template)
+        message["direction"] = direction
+        message["ts"] = ts
+        message["stream_offset"] = <object>_get(rec, self.r_offset)
+        message["topic"] = <object>_get(rec, self.r_topic)
+        message["topic_from_alias"] = <object>_get(rec, self.r_alias)
+        message["qos"] = qos
+        message["retain"] = <object>_get(rec, self.r_retain)
+        message["dup"] = <object>_get(rec, self.r_dup)
+        packet_id = <object>_get(rec, self.r_packet_id)
+        message["packet_id"] = packet_id
+        message["payload_length"] = <object>_get(rec, self.r_payload_length)
+        message["payload"] = <object>_get(rec, self.r_payload)
+        if not qos:
+            PyList_Append(messages, message)
+            return 0
+        message["status"] = "incomplete"
+        key = (direction, packet_id)
+        replaced = pending.pop(key, None)
+        if replaced is not None:
+            # The packet id is reused while its exchange looks unfinished (derive.py).
+            PyList_Append(messages, replaced)
+        pending[key] = message
+        return 0
+
+    cdef int _puback(self, dict pending, list messages, object rec, bint c2s,
+                     object ts) except -1:
+        """CaptureTables._ack and _done of a PUBACK."""
+        key = ("s2c" if c2s else "c2s", <object>_get(rec, self.r_packet_id))
+        message = pending.get(key)
+        if message is None:
+            return 0  # its PUBLISH is not in the capture (or was already answered)
+        if message["qos"] != 1:
+            return 0
+        message["puback_ts"] = ts
+        del pending[key]
+        code = <object>_get(rec, self.r_code)
+        message["ack_reason_code"] = code
+        message["status"] = ("failed" if code is not None and code >= REJECTED
+                             else "complete")
+        message["completed_ts"] = ts
+        if ts is not None and message["ts"] is not None:
+            message["latency_ms"] = (ts - message["ts"]) / 1e6
+        PyList_Append(messages, message)
+        return 0
