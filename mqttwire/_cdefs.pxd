@@ -1,9 +1,9 @@
-# The C declarations of the compiled modules, written once, and the one piece of C code they
-# share (read_varint, at the bottom): _speedups.pyx (with its include files), _ctopics.pyx,
-# capture/_fast.pyx and spark/_columns.pyx cimport what they use from here.  This .pxd has no .pyx of its own and
-# builds no module, so a cimport from it adds nothing at run time: each module's C code
-# calls these functions and macros directly, and read_varint, an inline function, is
-# compiled into each module that uses it.
+# The C declarations of the compiled modules, written once, and the pieces of C code they
+# share (the slot accessors, read_varint): _speedups.pyx (with its include files),
+# _ctopics.pyx, capture/_fast.pyx, spark/_columns.pyx and spark/_derive.pyx cimport what
+# they use from here.  This .pxd has no .pyx of its own and builds no module, so a cimport
+# from it adds nothing at run time: each module's C code calls these functions and macros
+# directly, and the inline functions are compiled into each module that uses them.
 #
 # Declared here rather than cimported from Cython's own cpython/*.pxd where those are not
 # what we need: theirs take `char *` where CPython takes `const char *` (our readers hold
@@ -11,6 +11,7 @@
 # descriptor) are not declared there at all.
 
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_XDECREF, Py_XINCREF
 
 
 cdef extern from "Python.h":
@@ -80,11 +81,27 @@ cdef extern from *:
 
 cdef inline PyMemberDef* slot_member(object descr) noexcept:
     """The entry of a ``__slots__`` member descriptor (its type, offset and flags), or NULL
-    when ``descr`` is not one: how capture/_fast and spark/_columns find the offset at
-    which an instance holds a slot."""
+    when ``descr`` is not one: how capture/_fast, spark/_columns and spark/_derive find
+    the offset at which an instance holds a slot."""
     if type(descr) is not <object><PyObject*>&PyMemberDescr_Type:
         return NULL
     return (<PyMemberDescrObject*>descr).d_member
+
+
+cdef inline PyObject* slot_get(object obj, Py_ssize_t off) noexcept:
+    """The value of the object slot at offset ``off`` (slot_member), borrowed (NULL if it
+    was never set)."""
+    return (<PyObject**>((<char*><PyObject*>obj) + off))[0]
+
+
+cdef inline void slot_put(object obj, Py_ssize_t off, object value) noexcept:
+    """Store ``value`` in the object slot at offset ``off``, as ``obj.<slot> = value``
+    does."""
+    cdef PyObject** slot = <PyObject**>((<char*><PyObject*>obj) + off)
+    cdef PyObject* old = slot[0]
+    Py_XINCREF(<PyObject*>value)
+    slot[0] = <PyObject*>value
+    Py_XDECREF(old)
 
 
 # MQTT 5.0 §1.5.5: the largest Remaining Length, 268,435,455 (_constants.MAX_REMAINING_LENGTH

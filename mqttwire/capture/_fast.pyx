@@ -50,6 +50,7 @@ from .._cdefs cimport (
     read_varint,
     slot_member,
 )
+from .._cdefs cimport slot_get as _get, slot_put as _put
 
 import dataclasses
 
@@ -103,20 +104,6 @@ def slot_offset(cls, name):
     """The offset of a shared slot, checked as at import (for the tests; not recorded
     in USED_SLOTS)."""
     return _offset(cls, name, False)
-
-
-cdef inline PyObject* _get(object obj, Py_ssize_t off) noexcept:
-    """The slot's value, borrowed (NULL if it was never set)."""
-    return (<PyObject**>((<char*><PyObject*>obj) + off))[0]
-
-
-cdef inline void _put(object obj, Py_ssize_t off, object value) noexcept:
-    """Store ``value`` in the slot, as ``obj.<slot> = value`` does."""
-    cdef PyObject** slot = <PyObject**>((<char*><PyObject*>obj) + off)
-    cdef PyObject* old = slot[0]
-    Py_XINCREF(<PyObject*>value)
-    slot[0] = <PyObject*>value
-    Py_XDECREF(old)
 
 
 cdef inline bint _i64(PyObject* value, int64_t* out) noexcept:

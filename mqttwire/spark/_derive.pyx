@@ -13,13 +13,13 @@ order: a stream end, a gap or an error, a connection's first record or first tim
 changed client id or level, a packet other than PUBLISH and PUBACK, a PUBLISH whose
 exchange is a retransmission (DUP) or that changes the retained store.  Before it
 changes anything, a record is checked to be one it takes, so handing it over is always
-possible.  tests/spark/test_derive.py compares the rows both ways.
+possible.  tests/spark/test_derive_compiled.py compares the rows both ways, and
+tests/spark/test_derive.py runs its cases both ways.
 """
 
 from cpython.dict cimport PyDict_Copy, PyDict_GetItemWithError
 from cpython.list cimport PyList_Append
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_DECREF, Py_INCREF
 
 from .._cdefs cimport (
     READONLY,
@@ -30,6 +30,7 @@ from .._cdefs cimport (
     Py_True,
     slot_member,
 )
+from .._cdefs cimport slot_get as _get, slot_put as _put
 
 cimport cython
 
@@ -56,21 +57,6 @@ cdef Py_ssize_t _offset(type cls, str name) except -1:
     if member.type != T_OBJECT_EX or member.flags & READONLY:
         raise TypeError(f"{cls.__name__}.{name} is not a writable object slot")
     return member.offset
-
-
-cdef inline PyObject* _get(object obj, Py_ssize_t offset) noexcept:
-    """The slot's value (borrowed; NULL when unset)."""
-    return (<PyObject**>((<char*><PyObject*>obj) + offset))[0]
-
-
-cdef inline void _set(object obj, Py_ssize_t offset, object value) noexcept:
-    """Set the slot to ``value``, as the member descriptor does."""
-    cdef PyObject** slot = <PyObject**>((<char*><PyObject*>obj) + offset)
-    cdef PyObject* old = slot[0]
-    Py_INCREF(value)
-    slot[0] = <PyObject*>value
-    if old != NULL:
-        Py_DECREF(<object>old)
 
 
 cdef inline bint _is(PyObject* value, str text) noexcept:
@@ -166,21 +152,21 @@ cdef class Deriver:
         elif not _is(ptype, "PUBACK"):
             return False
         cdef PyObject* length = _get(rec, self.r_length)
-        if length == NULL or not self._fields_set(rec, publish):
+        if length == NULL or not self._fields_put(rec, publish):
             return False
         if (type(<object>_get(conn, self.c_pending)) is not dict
                 or type(<object>_get(conn, self.c_message)) is not dict):
             return False
         # -- taken: from here on, as CaptureTables.add does ------------------------------
         if ts != Py_None:
-            _set(conn, self.c_last_ts, <object>ts)
+            _put(conn, self.c_last_ts, <object>ts)
         size = 0 if length == Py_None or not <object>length else <object>length
         if c2s:
-            _set(conn, self.c_packets_c2s, <object>_get(conn, self.c_packets_c2s) + 1)
-            _set(conn, self.c_bytes_c2s, <object>_get(conn, self.c_bytes_c2s) + size)
+            _put(conn, self.c_packets_c2s, <object>_get(conn, self.c_packets_c2s) + 1)
+            _put(conn, self.c_bytes_c2s, <object>_get(conn, self.c_bytes_c2s) + size)
         else:
-            _set(conn, self.c_packets_s2c, <object>_get(conn, self.c_packets_s2c) + 1)
-            _set(conn, self.c_bytes_s2c, <object>_get(conn, self.c_bytes_s2c) + size)
+            _put(conn, self.c_packets_s2c, <object>_get(conn, self.c_packets_s2c) + 1)
+            _put(conn, self.c_bytes_s2c, <object>_get(conn, self.c_bytes_s2c) + size)
         cdef dict pending = <dict>_get(conn, self.c_pending)
         if publish:
             self._publish(<dict>_get(conn, self.c_message), pending, messages, rec,
@@ -189,7 +175,7 @@ cdef class Deriver:
             self._puback(pending, messages, rec, c2s, <object>ts)
         return True
 
-    cdef bint _fields_set(self, object rec, bint publish) noexcept:
+    cdef bint _fields_put(self, object rec, bint publish) noexcept:
         """Whether every other field read below holds a value (a slot can be unset)."""
         if _get(rec, self.r_packet_id) == NULL:
             return False
