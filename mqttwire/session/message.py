@@ -51,7 +51,10 @@ class Message:
         waited; None when it has none."""
         if self.expires_at is None:
             return None
-        return max(1, math.ceil(self.expires_at - now))
+        # ``expires_at - now`` is a float difference: (t + 300) - t can come out a hair
+        # above 300, which ceil() made 301, more than was received.  Rounded to the
+        # microsecond first, whole seconds stay whole.
+        return max(1, math.ceil(round(self.expires_at - now, 6)))
 
     def prepared(self, codec: Codec) -> Any:
         """The message as a ``PreparedPublish`` of ``codec`` (encoded once for every

@@ -317,3 +317,19 @@ def test_delayed_will_expiry_counts_from_publication(codec: ModuleType) -> None:
     client.conn.connection_lost(0.0)
     [will] = of_type(broker.tick(10.0), WillPublished)
     assert will.message.expires_at == 15.0
+
+
+def test_forwarded_expiry_never_exceeds_the_received_interval(codec: ModuleType) -> None:
+    """[MQTT-3.3.2-6]: the forwarded interval is the received one minus the time waited.
+    At t = 1000.003 the float (t + 300) - t is a hair above 300: forwarded at once, the
+    interval must stay 300, not become 301."""
+    from mqttwire.session.message import Message
+
+    t = 1000.003
+    assert (t + 300) - t > 300  # the float case this test is about
+    message = Message.received("t", b"x", 1, False,
+                               codec.Properties(message_expiry_interval=300), now=t)
+    assert message.remaining_expiry(t) == 300
+    assert message.remaining_expiry(t + 0.5) == 300  # under a second waited: ceil
+    assert message.remaining_expiry(t + 1.0) == 299
+    assert message.remaining_expiry(t + 1000) == 1  # past due but not yet dropped: 1
