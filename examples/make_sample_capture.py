@@ -166,6 +166,18 @@ def _start_sub(port: int, level: str, client_id: str, count: int,
     return proc
 
 
+def _wait_for_publishes(proc: subprocess.Popen[bytes], count: int) -> None:
+    # -d prints a "received PUBLISH" line for each message; the -W timeout ends the
+    # subscriber (and so this loop) if fewer arrive.
+    assert proc.stdout is not None
+    seen = 0
+    while seen < count:
+        raw = proc.stdout.readline()
+        if not raw:
+            raise RuntimeError(f"a subscriber exited after {seen} of {count} messages")
+        seen += b"received publish" in raw.lower()
+
+
 def run_scenario(port: int) -> None:
     """The clients' conversation with the broker on ``port`` (see the module docstring)."""
     subs = [
@@ -188,6 +200,12 @@ def run_scenario(port: int) -> None:
             args += ["--repeat", str(pub.repeat)]
         subprocess.run(_client("mosquitto_pub", pub.level, port, *args), check=True,
                        timeout=20, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # A QoS 0 publisher exits once its bytes are in its socket, before the broker has read
+    # them: kill the Will's client only when every publication has reached the subscribers
+    # of sample/#, or the broker can send the Will ahead of the last of them.
+    published = sum(pub.repeat for pub in EXPECTED)
+    for sub in subs[:2]:
+        _wait_for_publishes(sub, published)
     dying.kill()
     dying.wait()
     for sub in subs:
