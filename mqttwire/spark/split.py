@@ -444,10 +444,16 @@ def connection_ids(openings: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     rank = F.row_number().over(Window.partitionBy("capture").orderBy("frame"))
+    # One partition: the ids are a row per connection and every table joins them by
+    # broadcast.  The window's shuffle leaves spark.sql.shuffle.partitions (200) of
+    # them, which adaptive execution does not coalesce once the ids are cached
+    # (Tables.persist): then every table's join read 200 partitions, mostly empty, in
+    # 200 tasks.
     return openings.select(
         F.concat(F.col("capture"), F.lit("#@"), F.col("frame").cast("string"))
         .alias("_placeholder"),
-        F.concat(F.col("capture"), F.lit("#"), rank.cast("string")).alias("_id"))
+        F.concat(F.col("capture"), F.lit("#"), rank.cast("string")).alias("_id"),
+    ).coalesce(1)
 
 
 def renumber(table: DataFrame, ids: DataFrame) -> DataFrame:

@@ -87,6 +87,10 @@ class LocalRun:
     #: engine's figures (the pipeline's own summary.md is the Arrow engine's).
     figures: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     spark_summaries: dict[str, str] = field(default_factory=dict)
+    #: The number of tasks of each stage of the "split" run, and the session's
+    #: spark.sql.shuffle.partitions.
+    split_tasks: list[int] = field(default_factory=list)
+    shuffle_partitions: int = 0
 
 
 
@@ -126,6 +130,8 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
         # directory), "spark-writer" and "split" Spark's writer; "shares" is "stream"
         # with every capture file read by two tasks, each keeping a share of its
         # connections (every file is over a share size of 1 byte).
+        tracker = spark.sparkContext.statusTracker()
+        run.shuffle_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
         for reader in ("stream", "binaryfile", "split", "spark-writer", "shares"):
             out = tmp_path_factory.mktemp(f"out-{reader}")
             extra: dict[str, Any] = {"split_size": SPLIT_SIZE} if reader == "split" else {}
@@ -139,8 +145,12 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
                                       else "stream",
                                       writer="spark" if reader == "spark-writer" else "auto",
                                       **extra)
+            jobs_before = set(tracker.getJobIdsForGroup())
             run.results[reader] = run_pipeline(options, spark=spark)
             run.out[reader] = out
+            if reader == "split":
+                run.split_tasks = _stage_tasks(
+                    tracker, set(tracker.getJobIdsForGroup()) - jobs_before)
         for reader in ("stream", "split"):
             engines = figures_by_engine(spark, run.out[reader])
             run.figures[reader] = {name: figures_of(engine) for name, engine in engines.items()}
@@ -163,6 +173,14 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
     finally:
         spark.stop()
     yield run
+
+
+def _stage_tasks(tracker: Any, jobs: set[int]) -> list[int]:
+    """The number of tasks of each stage of Spark's ``jobs`` (StatusTracker's ids)."""
+    stages = {stage for job in jobs if (info := tracker.getJobInfo(job)) is not None
+              for stage in info.stageIds}
+    return [info.numTasks for stage in sorted(stages)
+            if (info := tracker.getStageInfo(stage)) is not None]
 
 
 def figures_by_engine(spark: Any, out: Path) -> dict[str, Any]:
