@@ -218,12 +218,13 @@ print("import mqttwire:", mqttwire.__file__, "(pure)")'
     # run on a pure install (the extension's benchmarks skip, as expected).  The capture
     # benchmarks on a 1 MB capture, the live source on 1,200 messages; the peer codecs
     # (benchmarks/requirements-peers.txt) are not installed here, so their comparison is
-    # left out.  Of the pipeline runs, those that differ from a kept one only in the master
-    # (local1) or the capture's size (5x) are left out too: each is a JVM start and the
-    # same code (about 50 s of CI).
+    # left out.  Of the pipeline runs only local2-whole runs: the others are the same
+    # benchmark code with another master (local1), capture size (5x), split size or
+    # writer, each a JVM start (about 95 s of CI together), and the suite's Spark tests
+    # run those paths of the pipeline (tests/spark/test_split.py, test_pipeline.py).
     MQTTWIRE_BENCH_CAPTURE_MB=1 MQTTWIRE_BENCH_LIVE_QUICK=1 run_pytest "$VENV_PY" benchmarks \
         --benchmark-disable -q \
-        -k "not peers and not local1 and not 5x" || exit 1
+        -k "not peers and not local1 and not 5x and not split and not sparkwriter" || exit 1
 ) || failed=1
 
 section "Done in $((SECONDS - started)) s"
