@@ -116,13 +116,15 @@ def rows_batch(table: str, rows: Sequence[Row], schema: pa.Schema | None = None
         arrays(rows, schema.names, schema, mapping=True), schema=schema)
 
 
-def _record_batches(records: Sequence[Record]) -> Iterator[Batch]:
+def _record_batches(records: Sequence[Record], packets: int | None = None
+                    ) -> Iterator[Batch]:
     """``records`` (not "end") as ``packets``, and those that are not packets also as
-    ``errors``."""
+    ``errors``; ``packets``: how many of them are packets, where the caller counted."""
     yield "packets", packets_batch(records)
-    errors = [r for r in records if r.kind != "packet"]
-    if errors:
-        yield "errors", packets_batch(errors, ERRORS)
+    if packets != len(records):
+        errors = [r for r in records if r.kind != "packet"]
+        if errors:
+            yield "errors", packets_batch(errors, ERRORS)
 
 
 def capture_error_batches(capture: str, error: str) -> list[Batch]:
@@ -234,9 +236,7 @@ def _table_batches(records: Iterable[Record], tables: CaptureTables,
         stats.packets += packets
         stats.errors += len(batch) - packets
         if batch:
-            yield "packets", packets_batch(batch)
-        if packets != len(batch):
-            yield "errors", packets_batch([r for r in batch if r.kind != "packet"], ERRORS)
+            yield from _record_batches(batch, packets)
         # The derived rows are looked at here, once a chunk, not after every record: at
         # most a chunk's worth of records adds to them meanwhile.
         yield from _full_batches(tables)
