@@ -81,11 +81,22 @@ cdef extern from *:
 
 cdef inline PyMemberDef* slot_member(object descr) noexcept:
     """The entry of a ``__slots__`` member descriptor (its type, offset and flags), or NULL
-    when ``descr`` is not one: how capture/_fast, spark/_columns and spark/_derive find
-    the offset at which an instance holds a slot."""
+    when ``descr`` is not one (object_slot_offset, below, reads the offset from it)."""
     if type(descr) is not <object><PyObject*>&PyMemberDescr_Type:
         return NULL
     return (<PyMemberDescrObject*>descr).d_member
+
+
+cdef inline Py_ssize_t object_slot_offset(object descr, bint writable) noexcept:
+    """The offset at which instances hold the object slot of member descriptor ``descr``:
+    -1 if ``descr`` is not a slot's (slot_member), -2 if the slot is not an object slot
+    or, when ``writable``, is read-only.  Each module raises its own error for these."""
+    cdef PyMemberDef* member = slot_member(descr)
+    if member == NULL:
+        return -1
+    if member.type != T_OBJECT_EX or (writable and member.flags & READONLY):
+        return -2
+    return member.offset
 
 
 cdef inline PyObject* slot_get(object obj, Py_ssize_t off) noexcept:

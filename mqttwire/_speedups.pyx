@@ -47,7 +47,6 @@ from ._cdefs cimport (
     PyBytes_FromStringAndSize,
     PyDescr_NewMember,
     PyMemberDef,
-    PyMemberDescrObject,
     Py_None,
     Py_SET_TYPE,
     PyType_Modified,
@@ -65,6 +64,7 @@ from ._cdefs cimport (
     PyUnicode_GET_LENGTH,
     PyUnicode_IS_COMPACT_ASCII,
     PyUnicode_New,
+    object_slot_offset,
     read_varint,
 )
 

@@ -543,13 +543,12 @@ object.__setattr__(PyType_GenericNew(_DECODED, NULL, NULL), "__class__", Propert
 cdef Py_ssize_t _slot_offset(str name) except -1:
     """Where the Properties slot ``name`` sits in an instance, from its member descriptor
     (the slots are declared in _properties.Properties.__slots__)."""
-    descr = Properties.__dict__.get(name)
-    if type(descr) is not types.MemberDescriptorType:
+    cdef Py_ssize_t offset = object_slot_offset(Properties.__dict__.get(name), True)
+    if offset == -1:
         raise ImportError(f"Properties.{name} is not a slot")
-    cdef PyMemberDef* member = (<PyMemberDescrObject*>descr).d_member
-    if member.type != T_OBJECT_EX or member.flags & READONLY:
+    if offset == -2:
         raise ImportError(f"Properties.{name} is not a writable object slot")
-    return member.offset
+    return offset
 
 
 cdef Py_ssize_t _WIRE_SLOT = _slot_offset("_wire")

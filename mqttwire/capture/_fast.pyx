@@ -39,16 +39,13 @@ from libc.string cimport memcmp, memcpy, memset
 
 # The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
 from .._cdefs cimport (
-    READONLY,
-    T_OBJECT_EX,
     PyLong_AsLongLongAndOverflow,
-    PyMemberDef,
     PyType_GenericAlloc,
     Py_False,
     Py_None,
     Py_True,
+    object_slot_offset,
     read_varint,
-    slot_member,
 )
 from .._cdefs cimport slot_get as _get, slot_put as _put
 
@@ -90,14 +87,14 @@ cdef Py_ssize_t _offset(type cls, str name, bint used=True) except -1:
     if name not in SHARED.get(cls.__name__, ()):
         raise ImportError(f"{cls.__name__}.{name} is not a shared slot "
                           "(mqttwire/capture/shared_slots.py)")
-    cdef PyMemberDef* member = slot_member(cls.__dict__.get(name))
-    if member == NULL:
+    cdef Py_ssize_t offset = object_slot_offset(cls.__dict__.get(name), True)
+    if offset == -1:
         raise ImportError(f"{cls.__name__}.{name} is not a slot")
-    if member.type != T_OBJECT_EX or member.flags & READONLY:
+    if offset == -2:
         raise ImportError(f"{cls.__name__}.{name} is not a writable object slot")
     if used:
         USED_SLOTS.append((cls.__name__, name))
-    return member.offset
+    return offset
 
 
 def slot_offset(cls, name):

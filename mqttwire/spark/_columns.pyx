@@ -31,11 +31,9 @@ from libc.stdint cimport INT32_MAX, int8_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 
 from .._cdefs cimport (
-    T_OBJECT_EX,
     PyLong_AsLongLongAndOverflow,
-    PyMemberDef,
     PyUnicode_AsUTF8AndSize,
-    slot_member,
+    object_slot_offset,
 )
 
 cimport cython
@@ -189,10 +187,7 @@ cdef Py_ssize_t _slot_offset(type cls, str name):
         if name in klass.__dict__:
             descr = klass.__dict__[name]
             break
-    cdef PyMemberDef* member = slot_member(descr)
-    if member == NULL or member.type != T_OBJECT_EX:
-        return -1
-    return member.offset
+    return max(object_slot_offset(descr, False), -1)
 
 
 def buffers(list objs, list sources, bytes kinds, bint mapping):

@@ -21,15 +21,7 @@ from cpython.dict cimport PyDict_Copy, PyDict_GetItemWithError
 from cpython.list cimport PyList_Append
 from cpython.object cimport PyObject
 
-from .._cdefs cimport (
-    READONLY,
-    T_OBJECT_EX,
-    PyMemberDef,
-    Py_False,
-    Py_None,
-    Py_True,
-    slot_member,
-)
+from .._cdefs cimport Py_False, Py_None, Py_True, object_slot_offset
 from .._cdefs cimport slot_get as _get, slot_put as _put
 
 cimport cython
@@ -51,12 +43,12 @@ cdef int REJECTED = 0x80
 
 cdef Py_ssize_t _offset(type cls, str name) except -1:
     """The offset of the writable object slot ``name`` in instances of ``cls``."""
-    cdef PyMemberDef* member = slot_member(cls.__dict__.get(name))
-    if member == NULL:
+    cdef Py_ssize_t offset = object_slot_offset(cls.__dict__.get(name), True)
+    if offset == -1:
         raise TypeError(f"{cls.__name__}.{name} is not a slot")
-    if member.type != T_OBJECT_EX or member.flags & READONLY:
+    if offset == -2:
         raise TypeError(f"{cls.__name__}.{name} is not a writable object slot")
-    return member.offset
+    return offset
 
 
 cdef inline bint _is(PyObject* value, str text) noexcept:
