@@ -11,8 +11,11 @@ attribute look-up) and makes or completes the messages row with the dict C API, 
 as ``add`` would.  Every other record goes to ``CaptureTables.add``, in its place in the
 order: a stream end, a gap or an error, a connection's first record or first time, a
 changed client id or level, a packet other than PUBLISH and PUBACK, a PUBLISH whose
-exchange is a retransmission (DUP) or that changes the retained store.  Before it
-changes anything, a record is checked to be one it takes, so handing it over is always
+exchange is a retransmission (DUP), that reuses a pending packet id or that changes the
+retained store, a PUBACK that does not simply complete the pending exchange of its
+packet id, and any record of a connection with steps held for a record still to come
+(CaptureTables._step: the two directions out of step).  Before it changes anything, a
+record is checked to be one it takes, so handing it over is always
 possible.  tests/spark/test_derive_compiled.py compares the rows both ways, and
 tests/spark/test_derive.py runs its cases both ways.
 """
@@ -29,13 +32,14 @@ cimport cython
 __all__ = ["CONN_SLOTS", "RECORD_SLOTS", "Deriver"]
 
 #: The record fields read here (all of them slots of the record class).
-RECORD_SLOTS = ("kind", "ts", "connection_id", "direction", "length", "client_id",
+RECORD_SLOTS = ("kind", "ts", "frame", "connection_id", "direction", "length", "client_id",
                 "protocol_version", "version_source", "packet_type", "qos", "retain", "dup",
                 "packet_id", "topic", "topic_from_alias", "stream_offset", "payload_length",
                 "payload", "reason_code")
 #: The connection slots read and written here (see derive._Conn).
-CONN_SLOTS = ("bytes_c2s", "bytes_s2c", "client_id", "last_ts", "message", "packets_c2s",
-              "packets_s2c", "pending", "source", "version")
+CONN_SLOTS = ("bytes_c2s", "bytes_s2c", "client_id", "frame_c2s", "frame_s2c", "held",
+              "last_ts", "message", "older", "packets_c2s", "packets_s2c", "pending",
+              "source", "version")
 
 # A PUBACK or PUBREC reason code from 0x80 up is a failure (MQTT 5.0 §2.4): derive.REJECTED.
 cdef int REJECTED = 0x80
@@ -66,24 +70,26 @@ cdef class Deriver:
     cdef type record_cls
     cdef type conn_cls
     # record fields
-    cdef Py_ssize_t r_kind, r_ts, r_conn, r_direction, r_length, r_client_id, r_version
+    cdef Py_ssize_t r_kind, r_ts, r_frame, r_conn, r_direction, r_length, r_client_id, r_version
     cdef Py_ssize_t r_source, r_ptype, r_qos, r_retain, r_dup, r_packet_id, r_topic
     cdef Py_ssize_t r_alias, r_offset, r_payload_length, r_payload, r_code
     # connection state
-    cdef Py_ssize_t c_bytes_c2s, c_bytes_s2c, c_client_id, c_last_ts, c_message
-    cdef Py_ssize_t c_packets_c2s, c_packets_s2c, c_pending, c_source, c_version
+    cdef Py_ssize_t c_bytes_c2s, c_bytes_s2c, c_client_id, c_frame_c2s, c_frame_s2c
+    cdef Py_ssize_t c_held, c_last_ts, c_message, c_older, c_packets_c2s, c_packets_s2c
+    cdef Py_ssize_t c_pending, c_source, c_version
 
     def __init__(self, type record_cls, type conn_cls):
         self.record_cls = record_cls
         self.conn_cls = conn_cls
-        (self.r_kind, self.r_ts, self.r_conn, self.r_direction, self.r_length,
+        (self.r_kind, self.r_ts, self.r_frame, self.r_conn, self.r_direction, self.r_length,
          self.r_client_id, self.r_version, self.r_source, self.r_ptype, self.r_qos,
          self.r_retain, self.r_dup, self.r_packet_id, self.r_topic, self.r_alias,
          self.r_offset, self.r_payload_length, self.r_payload, self.r_code) = [
             _offset(record_cls, name) for name in RECORD_SLOTS]
-        (self.c_bytes_c2s, self.c_bytes_s2c, self.c_client_id, self.c_last_ts,
-         self.c_message, self.c_packets_c2s, self.c_packets_s2c, self.c_pending,
-         self.c_source, self.c_version) = [_offset(conn_cls, name) for name in CONN_SLOTS]
+        (self.c_bytes_c2s, self.c_bytes_s2c, self.c_client_id, self.c_frame_c2s,
+         self.c_frame_s2c, self.c_held, self.c_last_ts, self.c_message, self.c_older,
+         self.c_packets_c2s, self.c_packets_s2c, self.c_pending, self.c_source,
+         self.c_version) = [_offset(conn_cls, name) for name in CONN_SLOTS]
 
     def __repr__(self):
         return f"<Deriver of {self.record_cls.__name__} records>"
@@ -144,14 +150,42 @@ cdef class Deriver:
         elif not _is(ptype, "PUBACK"):
             return False
         cdef PyObject* length = _get(rec, self.r_length)
-        if length == NULL or not self._fields_put(rec, publish):
+        cdef PyObject* frame = _get(rec, self.r_frame)
+        if length == NULL or frame == NULL or not self._fields_put(rec, publish):
             return False
         if (type(<object>_get(conn, self.c_pending)) is not dict
-                or type(<object>_get(conn, self.c_message)) is not dict):
+                or type(<object>_get(conn, self.c_message)) is not dict
+                or type(<object>_get(conn, self.c_held)) is not dict
+                or type(<object>_get(conn, self.c_older)) is not dict):
             return False
+        # Steps held for a record still to come: CaptureTables matches them by frame.
+        if <dict>_get(conn, self.c_held):
+            return False
+        cdef dict pending = <dict>_get(conn, self.c_pending)
+        cdef object key = None
+        cdef object message = None
+        if publish:
+            if qos != Py_None and <object>qos:
+                key = (<object>direction, <object>_get(rec, self.r_packet_id))
+                if key in pending:
+                    return False  # a packet id reused while pending (CaptureTables._supersede)
+        else:
+            # A PUBACK that completes the pending QoS 1 exchange of its packet id, with
+            # no superseded exchange of that id it could answer; else CaptureTables._ack.
+            key = ("s2c" if c2s else "c2s", <object>_get(rec, self.r_packet_id))
+            older = <dict>_get(conn, self.c_older)
+            if older and key in older:
+                return False
+            message = pending.get(key)
+            if message is None or message["qos"] != 1:
+                return False
+            first = message["frame"]
+            if frame != Py_None and first is not None and first > <object>frame:
+                return False  # a later exchange under the same packet id
         # -- taken: from here on, as CaptureTables.add does ------------------------------
         if ts != Py_None:
             _put(conn, self.c_last_ts, <object>ts)
+        _put(conn, self.c_frame_c2s if c2s else self.c_frame_s2c, <object>frame)
         size = 0 if length == Py_None or not <object>length else <object>length
         if c2s:
             _put(conn, self.c_packets_c2s, <object>_get(conn, self.c_packets_c2s) + 1)
@@ -159,12 +193,11 @@ cdef class Deriver:
         else:
             _put(conn, self.c_packets_s2c, <object>_get(conn, self.c_packets_s2c) + 1)
             _put(conn, self.c_bytes_s2c, <object>_get(conn, self.c_bytes_s2c) + size)
-        cdef dict pending = <dict>_get(conn, self.c_pending)
         if publish:
-            self._publish(<dict>_get(conn, self.c_message), pending, messages, rec,
-                          <object>direction, <object>ts, <object>qos)
+            self._publish(<dict>_get(conn, self.c_message), pending, messages, rec, key,
+                          <object>direction, <object>ts, <object>qos, <object>frame)
         else:
-            self._puback(pending, messages, rec, c2s, <object>ts)
+            self._puback(pending, messages, rec, key, message, <object>ts)
         return True
 
     cdef bint _fields_put(self, object rec, bint publish) noexcept:
@@ -179,7 +212,8 @@ cdef class Deriver:
         return _get(rec, self.r_code) != NULL
 
     cdef int _publish(self, dict template, dict pending, list messages, object rec,
-                      object direction, object ts, object qos) except -1:
+                      object key, object direction, object ts, object qos,
+                      object frame) except -1:
         """CaptureTables._publish of a PUBLISH that is not a retransmission and leaves
         the retained store alone."""
         if qos is None or not qos:
@@ -187,6 +221,7 @@ cdef class Deriver:
         cdef dict message = PyDict_Copy(template)
         message["direction"] = direction
         message["ts"] = ts
+        message["frame"] = frame
         message["stream_offset"] = <object>_get(rec, self.r_offset)
         message["topic"] = <object>_get(rec, self.r_topic)
         message["topic_from_alias"] = <object>_get(rec, self.r_alias)
@@ -201,25 +236,15 @@ cdef class Deriver:
             PyList_Append(messages, message)
             return 0
         message["status"] = "incomplete"
-        key = (direction, packet_id)
-        replaced = pending.pop(key, None)
-        if replaced is not None:
-            # The packet id is reused while its exchange looks unfinished (derive.py).
-            PyList_Append(messages, replaced)
-        pending[key] = message
+        pending[key] = message  # not pending before: checked by _take
         return 0
 
-    cdef int _puback(self, dict pending, list messages, object rec, bint c2s,
-                     object ts) except -1:
-        """CaptureTables._ack and _done of a PUBACK."""
-        key = ("s2c" if c2s else "c2s", <object>_get(rec, self.r_packet_id))
-        message = pending.get(key)
-        if message is None:
-            return 0  # its PUBLISH is not in the capture (or was already answered)
-        if message["qos"] != 1:
-            return 0
-        message["puback_ts"] = ts
+    cdef int _puback(self, dict pending, list messages, object rec, object key,
+                     dict message, object ts) except -1:
+        """CaptureTables._ack and _done of a PUBACK that completes ``message``, the
+        pending exchange of ``key`` (checked by _take)."""
         del pending[key]
+        message["puback_ts"] = ts
         code = <object>_get(rec, self.r_code)
         message["ack_reason_code"] = code
         message["status"] = ("failed" if code is not None and code >= REJECTED

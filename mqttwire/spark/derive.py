@@ -47,13 +47,17 @@ _OTHER = {"c2s": "s2c", "s2c": "c2s"}
 #: capture).
 _MESSAGE: Row = {
     "capture": None, "connection_id": None, "client_id": None, "protocol_version": None,
-    "direction": None, "ts": None, "stream_offset": None, "topic": None,
+    "direction": None, "ts": None, "frame": None, "stream_offset": None, "topic": None,
     "topic_from_alias": None, "qos": None, "retain": None, "dup": None, "packet_id": None,
     "payload_length": None, "payload": None, "status": None, "retransmissions": 0,
     "puback_ts": None, "pubrec_ts": None, "pubrel_ts": None, "pubcomp_ts": None,
     "ack_reason_code": None, "completed_ts": None, "latency_ms": None,
 }
 _ACKS = frozenset(("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"))
+#: What a step of a QoS exchange (an acknowledgement record) comes to: it advanced an
+#: exchange; it will never advance one; or it may, once a record of the direction named
+#: (a PUBLISH, or the step before it) has come (see CaptureTables._step).
+_APPLIED, _NEVER = "applied", "never"
 #: Not a value any record holds (see _Conn.client_id).
 _UNSEEN = object()
 
@@ -65,13 +69,28 @@ class _Conn:
     written to it when the connection closes (:meth:`CaptureTables._close`): an attribute
     of a slotted object is cheaper to update, once per record, than a dict item."""
 
-    __slots__ = ("bytes_c2s", "bytes_s2c", "client_id", "ended", "last_ts", "message",
-                 "packets_c2s", "packets_s2c", "pending", "row", "source", "version")
+    __slots__ = ("bytes_c2s", "bytes_s2c", "client_id", "ended", "frame_c2s", "frame_s2c",
+                 "held", "last_ts", "message", "older", "packets_c2s",
+                 "packets_s2c", "pending", "row", "source", "unmatched", "version")
 
     def __init__(self, row: Row) -> None:
         self.row = row
         # (direction of the PUBLISH, packet id) -> its messages row
         self.pending: dict[Key, Row] = {}
+        # The frame of the last record of each direction: the reader yields each
+        # direction in capture order, but not the two directions of a connection
+        # interleaved in it (a window held to find a mid-stream connection's first
+        # packet comes out after the other direction's records), so a step is matched
+        # to its exchange by frame (the messages row's PUBLISH frame), not by arrival.
+        self.frame_c2s: int | None = None
+        self.frame_s2c: int | None = None
+        # Steps that came before the record they follow (held until it comes), and
+        # exchanges whose packet id a later PUBLISH took while they were pending:
+        # key -> [(frame of its PUBLISH, its row, frame of the PUBLISH that took the id)].
+        self.held: dict[Key, list[Record]] = {}
+        self.older: dict[Key, list[tuple[int | None, Row, int | None]]] = {}
+        #: Steps that answer no PUBLISH of the capture (see CaptureTables._unmatched).
+        self.unmatched = 0
         self.ended: set[str] = set()  # the directions whose TCP stream ended
         self.packets_c2s = self.packets_s2c = self.bytes_c2s = self.bytes_s2c = 0
         self.last_ts: int | None = None
@@ -145,6 +164,10 @@ class CaptureTables:
             if conn.last_ts is None:
                 conn.row["first_ts"] = ts
             conn.last_ts = ts
+        if rec.direction == "c2s":
+            conn.frame_c2s = rec.frame
+        else:
+            conn.frame_s2c = rec.frame
         client_id = rec.client_id
         version = rec.protocol_version
         source = rec.version_source
@@ -232,7 +255,7 @@ class CaptureTables:
             "disconnect_by": None, "disconnect_reason_code": None,
             "tcp_end": None, "tcp_closed_by": None,
             "packets_c2s": 0, "packets_s2c": 0, "bytes_c2s": 0, "bytes_s2c": 0,
-            "errors": 0, "gaps": 0,
+            "errors": 0, "gaps": 0, "unmatched_acks": 0,
         }
 
     def _end(self, end: Record) -> None:
@@ -265,8 +288,12 @@ class CaptureTables:
             row["close_reason"] = "disconnect"
         else:
             row["close_reason"] = row["tcp_end"] or "eof"
-        for message in conn.pending.values():
-            self.messages.append(message)  # status stays "incomplete"
+        # Every record of the connection has come: what is still pending stays
+        # "incomplete", and a step still held answers nothing.
+        self.messages.extend(conn.pending.values())
+        for entries in conn.older.values():
+            self.messages.extend(entry[1] for entry in entries)
+        row["unmatched_acks"] = conn.unmatched + sum(map(len, conn.held.values()))
         self.connections.append(row)
 
     # -- packets -------------------------------------------------------------------------
@@ -314,6 +341,7 @@ class CaptureTables:
         message = conn.message.copy()
         message["direction"] = rec.direction
         message["ts"] = rec.ts
+        message["frame"] = rec.frame
         message["stream_offset"] = rec.stream_offset
         message["topic"] = rec.topic
         message["topic_from_alias"] = rec.topic_from_alias
@@ -330,12 +358,38 @@ class CaptureTables:
         else:
             replaced = conn.pending.pop(key, None)
             if replaced is not None:
-                # The packet id is reused while its exchange looks unfinished: the capture
-                # missed the end of that exchange (or the sender broke [MQTT-2.2.1-3]).
-                self.messages.append(replaced)
+                self._supersede(conn, key, replaced, rec.frame)
             conn.pending[key] = message
+            if key in conn.held:
+                self._retry(conn, key)
         if rec.direction == "c2s" and rec.retain and rec.topic is not None:
             self._retain(rec)
+
+    def _supersede(self, conn: _Conn, key: Key, message: Row, frame: int | None) -> None:
+        """A new PUBLISH (frame ``frame``) takes the packet id of ``message``, pending: the
+        capture missed the end of that exchange (or the sender broke [MQTT-2.2.1-3]),
+        or, where the directions come out of step, its answers are still to come.  It
+        stays open until the answering direction passes ``frame`` (_settle_older)."""
+        first = message["frame"]
+        if frame is None or first is None:  # no frames: the records' order is all we have
+            self.messages.append(message)
+            return
+        conn.older.setdefault(key, []).append((first, message, frame))
+        self._settle_older(conn, key)
+
+    def _settle_older(self, conn: _Conn, key: Key) -> None:
+        """Report the superseded exchanges of ``key`` that can get no more answers: the
+        direction that answers a PUBLISH (MQTT 3.1.1 §4.3) has passed the PUBLISH that
+        reused the packet id, which the sender may send only once the earlier exchange
+        is over [MQTT-2.2.1-3]."""
+        older = conn.older[key]
+        answers = conn.frame_s2c if key[0] == "c2s" else conn.frame_c2s
+        if answers is None or older[0][2] > answers:
+            return
+        self.messages.extend(entry[1] for entry in older if entry[2] <= answers)
+        older[:] = [entry for entry in older if entry[2] > answers]
+        if not older:
+            del conn.older[key]
 
     def _ack(self, conn: _Conn, rec: Record) -> None:
         """Advance a QoS 1 or 2 exchange (MQTT 3.1.1 §4.3, MQTT 5.0 §4.3).  PUBACK, PUBREC
@@ -343,36 +397,103 @@ class CaptureTables:
         the direction of the PUBLISH."""
         ptype = rec.packet_type
         direction: str = rec.direction  # type: ignore[assignment]  # set on packet records
-        publish_dir = direction if ptype == "PUBREL" else _OTHER[direction]
-        key: Key = (publish_dir, rec.packet_id)
+        key: Key = (direction if ptype == "PUBREL" else _OTHER[direction], rec.packet_id)
+        outcome = self._step(conn, key, rec)
+        if outcome is not _APPLIED:
+            self._hold(conn, key, rec, outcome)
+            return
+        if key in conn.held:
+            self._retry(conn, key)
+        if key in conn.older:
+            self._settle_older(conn, key)
+
+    def _step(self, conn: _Conn, key: Key, rec: Record) -> str:
+        """Apply the step ``rec`` to the exchange it answers: the latest one of ``key``
+        whose PUBLISH came before it.  Returns _APPLIED; _NEVER where it answers no
+        exchange; or the direction of the record it follows where that has not come
+        yet (the PUBLISH; the PUBREC before a PUBREL; the PUBREL before a PUBCOMP)."""
+        frame = rec.frame
         message = conn.pending.get(key)
+        older = None
+        if message is not None and frame is not None:
+            first = message["frame"]
+            if first is not None and first > frame:
+                message = None  # a later exchange under the same packet id
         if message is None:
-            return  # its PUBLISH is not in the capture (or was already answered)
+            for entry in reversed(conn.older.get(key, ())):
+                if frame is not None and entry[0] is not None and entry[0] <= frame:
+                    message, older = entry[1], entry
+                    break
+            else:
+                return key[0]  # its PUBLISH is not in the capture, or not yet here
+        ptype = rec.packet_type
         qos = message["qos"]
         ts = rec.ts
         code = rec.reason_code
         if ptype == "PUBACK":
             if qos != 1:
-                return
+                return _NEVER
             message["puback_ts"] = ts
-            self._done(conn, key, message, ts, code)
+            self._done(conn, key, message, older, ts, code)
         elif ptype == "PUBREC":
             if qos != 2 or message["pubrec_ts"] is not None:
-                return
+                return _NEVER
             message["pubrec_ts"] = ts
             message["ack_reason_code"] = code
             if code is not None and code >= REJECTED:
-                self._done(conn, key, message, ts, code)
+                self._done(conn, key, message, older, ts, code)
         elif ptype == "PUBREL":
-            if qos == 2 and message["pubrec_ts"] is not None and message["pubrel_ts"] is None:
-                message["pubrel_ts"] = ts
-        elif qos == 2 and message["pubrel_ts"] is not None:  # PUBCOMP
+            if qos != 2 or message["pubrel_ts"] is not None:
+                return _NEVER
+            if message["pubrec_ts"] is None:
+                return _OTHER[key[0]]  # the PUBREC it follows
+            message["pubrel_ts"] = ts
+        else:  # PUBCOMP
+            if qos != 2:
+                return _NEVER
+            if message["pubrel_ts"] is None:
+                return key[0]  # the PUBREL it follows
             message["pubcomp_ts"] = ts
-            self._done(conn, key, message, ts, code)
+            self._done(conn, key, message, older, ts, code)
+        return _APPLIED
 
-    def _done(self, conn: _Conn, key: Key, message: Row, ts: int | None,
+    def _hold(self, conn: _Conn, key: Key, rec: Record, outcome: str) -> None:
+        """A step that could not be applied: held while the record it follows may still
+        come (its direction has not reached the step's frame), else unmatched."""
+        frame = rec.frame
+        if outcome is not _NEVER and frame is not None:
+            seen = conn.frame_c2s if outcome == "c2s" else conn.frame_s2c
+            if seen is None or seen < frame:
+                conn.held.setdefault(key, []).append(rec)
+                return
+        self._unmatched(conn)
+
+    def _unmatched(self, conn: _Conn) -> None:
+        """A step that answers no PUBLISH of the capture: its PUBLISH came before the
+        capture began (a connection joined mid-stream), or was lost, or the step repeats
+        one already taken.  Not a message: counted in the connection's row
+        (``unmatched_acks``)."""
+        conn.unmatched += 1
+
+    def _retry(self, conn: _Conn, key: Key) -> None:
+        """Apply the steps held for ``key`` whose turn may have come, in capture order."""
+        held = conn.held.pop(key)
+        held.sort(key=_frame_of)
+        for rec in held:
+            outcome = self._step(conn, key, rec)
+            if outcome is not _APPLIED:
+                self._hold(conn, key, rec, outcome)
+
+    def _done(self, conn: _Conn, key: Key, message: Row,
+              older: tuple[int | None, Row, int | None] | None, ts: int | None,
               code: int | None) -> None:
-        del conn.pending[key]
+        if older is None:
+            del conn.pending[key]
+        else:
+            entries = conn.older[key]
+            entries[:] = [entry for entry in entries if entry is not older]
+            if not entries:
+                del conn.older[key]
         message["ack_reason_code"] = code
         message["status"] = "failed" if code is not None and code >= REJECTED else "complete"
         message["completed_ts"] = ts
@@ -408,6 +529,10 @@ class CaptureTables:
         held = self._retained.get(topic)
         if held is None or held[0] < order:
             self._retained[topic] = (order, row if row["payload_length"] else None)
+
+def _frame_of(rec: Record) -> int:
+    return rec.frame or 0
+
 
 def derive(records: Iterable[Record],
            capture: str) -> tuple[list[Row], list[Row], list[Row]]:

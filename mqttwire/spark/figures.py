@@ -126,6 +126,13 @@ class SparkFigures:
         return int(self.tables["messages"].where(
             F.col("retain") & (F.col("direction") == "c2s")).count())
 
+    def unmatched_acks(self) -> int:
+        """Acknowledgements that answer no PUBLISH of the captures (connections)."""
+        from pyspark.sql import functions as F
+
+        return int(self.tables["connections"].agg(F.sum("unmatched_acks")).collect()[0][0]
+                   or 0)
+
     def unfinished(self) -> list[dict[str, Any]]:
         """The first TOP exchanges that did not complete."""
         from pyspark.sql import functions as F
@@ -278,6 +285,14 @@ class ArrowFigures:
         where = pc.field("retain") & (pc.field("direction") == "c2s")
         table = self._counts("messages", (), where, reads=("retain", "direction"))
         return int(table.column("count")[0].as_py())
+
+    def unmatched_acks(self) -> int:
+        import pyarrow.compute as pc
+
+        table = self._aggregate("connections", ["unmatched_acks"],
+                                {"unmatched_acks": pc.field("unmatched_acks")}, [],
+                                [("unmatched_acks", "sum", "n")])
+        return int(table.column("n")[0].as_py() or 0)
 
     def _first(self, table: str, order: Sequence[str], columns: Sequence[str],
                where: Any = None) -> list[dict[str, Any]]:

@@ -103,6 +103,15 @@ def _all_complete_text(any_exchange: bool) -> str:
     return "No PUBLISH at QoS 1 or 2 in the captures: no exchange to complete."
 
 
+def _unmatched_text(n: int) -> str:
+    """What to say of ``n`` acknowledgements that answer no PUBLISH of the captures."""
+    what = "acknowledgement answers" if n == 1 else "acknowledgements answer"
+    return (f"{n} {what} no PUBLISH of the captures (a PUBACK, PUBREC, PUBREL or PUBCOMP "
+            "whose PUBLISH was sent before a capture began, or was lost, or that repeats "
+            "one already counted): not messages, and not listed above; the connections "
+            "table counts them per connection (`unmatched_acks`).")
+
+
 def _retained_text(topics: int, sent: int) -> str:
     """What the retained table holds (``topics`` rows), given ``sent`` PUBLISH packets
     with RETAIN set from clients to the server."""
@@ -133,7 +142,8 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
     os.makedirs(directory, exist_ok=True)
     first = _together({"overview": figures.overview, "known": figures.known,
                        "top": figures.top, "qos": figures.qos,
-                       "retained_sent": figures.retained_sent})
+                       "retained_sent": figures.retained_sent,
+                       "unmatched_acks": figures.unmatched_acks})
 
     overview = first["overview"]
     by_kind: dict[str, int] = {}
@@ -207,6 +217,8 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
                                   for r in unfinished]), ""]
     else:
         parts += [_all_complete_text(bool(exchanges)), ""]
+    if first["unmatched_acks"]:
+        parts += [_unmatched_text(first["unmatched_acks"]), ""]
 
     # Retained messages: what the table holds, and why it may be empty.
     parts += ["## Retained messages", "", _retained_text(counts.get("retained", 0),

@@ -96,6 +96,9 @@ CONNECTIONS = pa.schema([
     ("bytes_s2c", pa.int64()),
     ("errors", pa.int64()),
     ("gaps", pa.int64()),
+    # Acknowledgements (PUBACK, PUBREC, PUBREL, PUBCOMP) that answer no PUBLISH of the
+    # capture: sent before it began (joined mid-stream), lost, or repeated.
+    ("unmatched_acks", pa.int64()),
 ])
 
 MESSAGES = pa.schema([
@@ -105,6 +108,7 @@ MESSAGES = pa.schema([
     ("protocol_version", pa.int8()),
     ("direction", pa.string()),  # c2s: published by the client; s2c: delivered to it
     ("ts", TIMESTAMP),
+    ("frame", pa.int64()),  # the PUBLISH's frame (packets.frame)
     ("stream_offset", pa.int64()),
     ("topic", pa.string()),
     ("topic_from_alias", pa.bool_()),

@@ -168,6 +168,67 @@ def test_both_directions_use_their_own_packet_ids() -> None:
         ("c2s", "incomplete"), ("s2c", "complete")]
 
 
+def at(record: Record, frame: int) -> Record:
+    """``record`` as the capture's frame number ``frame``."""
+    record.frame = frame
+    return record
+
+
+def test_steps_matched_by_frame_when_a_direction_comes_late() -> None:
+    # The reader held the server's direction (a window of a connection joined
+    # mid-stream), so the client's PUBLISH and PUBREL come before the PUBREC and
+    # PUBCOMP between them, and a PUBACK before its PUBLISH: each step is matched by
+    # frame, not by arrival (MQTT 3.1.1 §4.3.2, §4.3.3).
+    connections, messages, _ = run(
+        at(publish(ts=10, qos=2, packet_id=1), 10), at(ack("PUBREL", "c2s", 30, 1), 30),
+        at(publish(ts=50, qos=2, packet_id=1), 50), at(ack("PUBREL", "c2s", 70, 1), 70),
+        at(ack("PUBACK", "c2s", 90, 9), 90),
+        at(ack("PUBREC", "s2c", 20, 1), 20), at(ack("PUBCOMP", "s2c", 40, 1), 40),
+        at(ack("PUBREC", "s2c", 60, 1), 60), at(ack("PUBCOMP", "s2c", 80, 1), 80),
+        at(publish("s2c", ts=85, qos=1, packet_id=9), 85))
+    assert sorted((m["ts"], m["status"], m["pubrec_ts"], m["pubrel_ts"], m["completed_ts"])
+                  for m in messages) == [(10, "complete", 20, 30, 40),
+                                         (50, "complete", 60, 70, 80),
+                                         (85, "complete", None, None, 90)]
+    assert connections[0]["unmatched_acks"] == 0
+
+
+def test_acks_of_publishes_before_the_capture_are_unmatched() -> None:
+    # A PUBACK and a PUBREL whose PUBLISH was sent before the capture began: not
+    # messages, counted; and so is a PUBACK that repeats one already taken.
+    connections, messages, _ = run(
+        at(publish(ts=1, qos=1, packet_id=5), 1),
+        at(ack("PUBACK", "s2c", 2, 4), 2), at(ack("PUBREL", "c2s", 3, 6), 3),
+        at(ack("PUBACK", "s2c", 4, 5), 4), at(ack("PUBACK", "s2c", 5, 5), 5),
+        at(publish(ts=6, qos=1, packet_id=4), 6))
+    assert [(m["packet_id"], m["status"]) for m in messages] == [(5, "complete"),
+                                                                 (4, "incomplete")]
+    assert connections[0]["unmatched_acks"] == 3
+
+
+def test_ack_held_for_a_late_publish_direction_then_unmatched() -> None:
+    # The client's direction comes late: a PUBACK from the server is held until the
+    # client's records pass its frame; one whose PUBLISH never comes is unmatched, and
+    # one whose PUBLISH is later than it too (a packet id used again).
+    connections, messages, _ = run(
+        at(ack("PUBACK", "s2c", 20, 3), 20), at(ack("PUBACK", "s2c", 21, 7), 21),
+        at(publish(ts=10, qos=1, packet_id=3), 10), at(publish(ts=30, qos=1, packet_id=7), 30))
+    assert [(m["packet_id"], m["status"]) for m in messages] == [(3, "complete"),
+                                                                 (7, "incomplete")]
+    assert connections[0]["unmatched_acks"] == 1
+
+
+def test_superseded_exchange_gets_its_late_answer() -> None:
+    # The packet id is used again (the first exchange over) before the server's
+    # direction comes: its PUBACK still completes the first exchange, not the second.
+    _, messages, _ = run(
+        at(publish(ts=10, topic="first", qos=1, packet_id=4), 10),
+        at(publish(ts=30, topic="second", qos=1, packet_id=4), 30),
+        at(ack("PUBACK", "s2c", 20, 4), 20), at(ack("PUBACK", "s2c", 40, 4), 40))
+    assert sorted((m["topic"], m["status"], m["completed_ts"]) for m in messages) == [
+        ("first", "complete", 20), ("second", "complete", 40)]
+
+
 # ---------------------------------------------------------------------------------------
 # Retained messages (MQTT 3.1.1 §3.3.1.3)
 

@@ -1,0 +1,206 @@
+"""The messages table of a real capture taken while QoS 1 and 2 traffic was in flight:
+tcpdump started after the clients had connected and begun publishing, and stopped
+while they still were.
+
+The reader yields each direction of a connection in capture order, but holds a window
+of a mid-stream direction's bytes until it has found its first packet boundary (and
+level), so one direction's records come out after the other's.  The derived tables
+must not depend on that: every exchange whose packets are all in the capture is
+complete, and an acknowledgement whose PUBLISH came before the capture began is counted
+in ``connections.unmatched_acks``, not reported as a message.
+
+The expectations are computed here from the packets alone (tshark's frame order), not
+by the code under test.  The reader's test runs with both codecs and the derived tables
+both ways (compiled and reference, as in test_derive.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from mqttwire.capture import Record, read_capture
+from mqttwire.spark import derive as derive_module
+from mqttwire.spark.derive import derive
+
+pytestmark = pytest.mark.interop
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+_OTHER = {"c2s": "s2c", "s2c": "c2s"}
+
+
+def _load_maker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_sample_capture_inflight",
+                                                  EXAMPLES / "make_sample_capture.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+maker = _load_maker()
+
+
+@pytest.fixture(params=[
+    pytest.param(True, id="compiled", marks=pytest.mark.c_extension),
+    pytest.param(False, id="reference")])
+def derive_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether CaptureTables.add_many (which derive() uses) takes the compiled path."""
+    if request.param:
+        importlib.import_module("mqttwire.spark._derive")
+    monkeypatch.setattr(derive_module, "COMPILED", bool(request.param))
+    return bool(request.param)
+
+
+class InFlight:
+    def __init__(self, path: Path, port: int) -> None:
+        self.path = path
+        self.port = port
+
+
+@pytest.fixture(scope="module")
+def inflight(tmp_path_factory: pytest.TempPathFactory) -> InFlight:
+    """A publisher at 3.1.1 sending QoS 1 and QoS 2 messages without pause, a 3.1.1
+    subscriber at QoS 2 and a 5.0 subscriber at QoS 1; captured for a second and a half
+    from half a second after the first message."""
+    for tool in ("mosquitto", "tcpdump"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    mqtt = pytest.importorskip("paho.mqtt.client", reason="paho-mqtt not installed")
+    workdir = tmp_path_factory.mktemp("inflight")
+    path = workdir / "inflight.pcap"
+    port = maker.free_port()
+    stop = threading.Event()
+    with maker.broker(port, str(workdir)):
+        clients = []
+        for name, level in (("pub", 4), ("sub4", 4), ("sub5", 5)):
+            client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=name,
+                                 protocol=mqtt.MQTTv5 if level == 5 else mqtt.MQTTv311)
+            client.max_inflight_messages_set(50)
+            client.connect("127.0.0.1", port, keepalive=60)
+            client.loop_start()
+            clients.append(client)
+        pub, sub4, sub5 = clients
+        sub4.subscribe("inflight/#", 2)[1]
+        sub5.subscribe("inflight/#", 1)[1]
+        time.sleep(0.5)
+
+        def publish() -> None:
+            n = 0
+            while not stop.is_set() and n < 200_000:
+                info = pub.publish(f"inflight/{n % 7}", b"m" * 100 + str(n).encode(),
+                                   qos=1 + n % 2)
+                n += 1
+                if n % 50 == 0:
+                    info.wait_for_publish(5)
+
+        sender = threading.Thread(target=publish)
+        sender.start()
+        try:
+            time.sleep(0.5)
+            try:
+                with maker.tcpdump(str(path), port):
+                    time.sleep(1.5)
+            except RuntimeError as exc:  # tcpdump cannot capture here
+                pytest.skip(str(exc))
+        finally:
+            stop.set()
+            sender.join(30)
+            for client in clients:
+                client.disconnect()
+                client.loop_stop()
+    return InFlight(path, port)
+
+
+def _expected(records: list[Record]) -> tuple[dict[tuple[Any, ...], str], int]:
+    """From the packet records in frame order (the capture's order): each QoS 1/2
+    PUBLISH's status, keyed by (connection, direction, stream offset), and the number of
+    acknowledgements that follow no PUBLISH of theirs in the capture."""
+    packets = sorted((r for r in records if r.kind == "packet"),
+                     key=lambda r: (r.frame, r.stream_offset))
+    open_: dict[tuple[Any, ...], dict[str, Any]] = {}
+    status: dict[tuple[Any, ...], str] = {}
+    unmatched = 0
+    for r in packets:
+        if r.packet_type == "PUBLISH" and r.qos:
+            key = (r.connection_id, r.direction, r.packet_id)
+            open_[key] = {"id": (r.connection_id, r.direction, r.stream_offset), "qos": r.qos,
+                          "steps": []}
+            status[open_[key]["id"]] = "incomplete"
+        elif r.packet_type in ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"):
+            publisher = r.direction if r.packet_type == "PUBREL" else _OTHER[r.direction]
+            ex = open_.get((r.connection_id, publisher, r.packet_id))
+            want = {1: ["PUBACK"], 2: ["PUBREC", "PUBREL", "PUBCOMP"]}
+            if ex is None or len(ex["steps"]) >= len(want[ex["qos"]]) \
+                    or want[ex["qos"]][len(ex["steps"])] != r.packet_type:
+                unmatched += 1
+                continue
+            ex["steps"].append(r.packet_type)
+            if ex["steps"] == want[ex["qos"]]:
+                status[ex["id"]] = "complete"
+                del open_[(r.connection_id, publisher, r.packet_id)]
+    return status, unmatched
+
+
+@pytest.mark.parametrize("version", [None, 4], ids=["inferred", "assumed-4"])
+def test_exchanges_in_flight_complete(codec: ModuleType, inflight: InFlight,
+                                      version: int | None, derive_way: bool) -> None:
+    records = list(read_capture(inflight.path, ports=[inflight.port], codec=codec,
+                                version=version, stream_ends=True))
+    connections, messages, _ = derive(records, "inflight.pcap")
+    status, unmatched = _expected(records)
+    # The reader did yield a direction's records after the other's: what the derived
+    # tables must not depend on (else this capture proves nothing).
+    frames = [r.frame for r in records if r.kind == "packet"]
+    assert frames != sorted(frames)
+    got = {(m["connection_id"], m["direction"], m["stream_offset"]): m["status"]
+           for m in messages if m["qos"]}
+    assert got == status
+    complete = sum(s == "complete" for s in status.values())
+    assert complete > 100, status  # the capture holds many finished exchanges
+    # Only those whose answers fell after the capture's end are left incomplete: at
+    # most the publisher's window of 50 and the broker's, per connection.
+    assert sum(s == "incomplete" for s in status.values()) <= 3 * 2 * 50
+    assert sum(c["unmatched_acks"] for c in connections) == unmatched
+    assert all(c["joined_mid_stream"] for c in connections)
+
+
+
+@pytest.mark.spark
+@pytest.mark.once
+def test_pipeline_on_exchanges_in_flight(inflight: InFlight, tmp_path: Path) -> None:
+    """`mqttwire pipeline --assume-version 4` on the capture (the reader then settles
+    each direction's window apart, the other way of coming out of step): the messages
+    table holds the statuses computed from the packets, the connections table the
+    unmatched acknowledgements, and summary.md lists only the unanswered exchanges.
+    Marked once: the derived tables' two ways are compared above."""
+    import subprocess
+
+    import pyarrow.dataset as ds
+
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "mqttwire", "pipeline", str(inflight.path),
+                    "--out", str(out), "--master", "local[1]", "--port", str(inflight.port),
+                    "--assume-version", "4", "--progress", "0"],
+                   check=True, timeout=600, capture_output=True)
+    records = list(read_capture(inflight.path, ports=[inflight.port], version=4))
+    status, unmatched = _expected(records)
+    messages = ds.dataset(out / "messages", format="parquet").to_table().to_pylist()
+    got = {(m["connection_id"], m["direction"], m["stream_offset"]): m["status"]
+           for m in messages if m["qos"]}
+    assert got == status
+    connections = ds.dataset(out / "connections", format="parquet").to_table().to_pylist()
+    assert sum(c["unmatched_acks"] for c in connections) == unmatched
+    summary = (out / "summary.md").read_text()
+    left = sum(s == "incomplete" for s in status.values())
+    assert f"{left} exchange(s) did not complete" in summary
+    if unmatched:
+        assert f"{unmatched} acknowledgement" in summary
