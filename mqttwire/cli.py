@@ -327,11 +327,16 @@ def _pipeline(args: argparse.Namespace) -> int:
     if args.share_size is not None:
         options.share_size = args.share_size or None
     result = run_pipeline(options)
-    # Exit status 1 when no input could be read at all; when only some could not, 0 (the
-    # summary and the errors table name them).
-    if result.files and len(result.bad_captures) == len(result.files):
-        print("mqttwire pipeline: no input could be read as a capture (see the errors "
-              "table and the summary)", file=sys.stderr)
+    # EXIT_STATUS: each input not read to its end, named with why (the summary and the
+    # errors table have them too), then 1.
+    for name in result.bad_captures:
+        why = result.failures.get(name) or "not read to its end (see the errors table)"
+        why = why.removeprefix(f"{name}: ")  # a reader's error names the file itself
+        print(f"mqttwire pipeline: {name}: {why}", file=sys.stderr)
+    if result.bad_captures:
+        print(f"mqttwire pipeline: {len(result.bad_captures)} of {len(result.files)} "
+              "input file(s) could not be read to the end; the tables hold what was read "
+              "before each fault", file=sys.stderr)
         return 1
     return 0
 

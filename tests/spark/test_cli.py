@@ -233,19 +233,27 @@ def _result(files: int, bad: int) -> PipelineResult:
     not to the end)."""
     names = [f"f{i}.pcap" for i in range(files)]
     return PipelineResult([CaptureFile(f"file:/d/{n}", 1, n) for n in names], 0, 0, bad,
-                          1.0, "summary.md", None, "", {}, names[:bad])
+                          1.0, "summary.md", None, "", {}, names[:bad],
+                          failures={n: f"{n}: pcap record header truncated at offset 24"
+                                    for n in names[:bad]})
 
 
 @pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
-@pytest.mark.parametrize(("files", "bad", "status"), [(2, 2, 1), (2, 1, 0), (1, 0, 0)])
-def test_pipeline_fails_when_no_input_could_be_read(
+@pytest.mark.parametrize(("files", "bad", "status"), [(2, 2, 1), (2, 1, 1), (1, 0, 0)])
+def test_pipeline_fails_when_any_input_was_not_read_to_its_end(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         files: int, bad: int, status: int) -> None:
+    """One rule with dissect's: 1 as soon as one input was not read to its end, each
+    named with why (once: its reader's message names the file already)."""
     monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
     monkeypatch.setattr("mqttwire.spark.run_pipeline", lambda options: _result(files, bad))
     assert main(["pipeline", "x.pcap", "--out", str(tmp_path)]) == status
-    said = "no input could be read as a capture" in capsys.readouterr().err
-    assert said == (status == 1)
+    err = capsys.readouterr().err
+    for i in range(bad):
+        assert (f"mqttwire pipeline: f{i}.pcap: pcap record header truncated at offset 24\n"
+                in err)
+    assert (f"{bad} of {files} input file(s) could not be read to the end" in err) == bool(bad)
+    assert "no input could be read" not in err
 
 
 def test_pipeline_keeps_payloads_whole_unless_told(monkeypatch: pytest.MonkeyPatch,
