@@ -25,6 +25,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from .pcap import SNIFF_BYTES, Sniffed, sniff
 
@@ -62,11 +63,18 @@ def sniff_path(path: str) -> Sniffed:
         return sniff(f.read(SNIFF_BYTES))
 
 
+def _path_of(path: str) -> str:
+    """The path of a URI (without scheme and host), or ``path`` itself."""
+    parts = urlsplit(path)
+    # A one-letter scheme is a Windows drive.
+    return parts.path if len(parts.scheme) > 1 else path
+
+
 def _last_part(path: str) -> str:
     """The last component of a path or URI as given; "" for ".", ".." and roots, whose
     names say nothing of what is in them."""
-    last = path.rstrip("/").rsplit("/", 1)[-1]
-    return "" if last in (".", "..") or last.endswith(":") else last
+    last = _path_of(path).rstrip("/").rsplit("/", 1)[-1]
+    return "" if last in (".", "..") else last
 
 
 def capture_name(found_through: str, path: str) -> str:
@@ -85,7 +93,7 @@ def unique_names(entries: Sequence[tuple[str, str]]) -> list[str]:
     """The names of ``entries``, (path or URI, name) pairs whose name is the end of its
     path, made unique: names that clash take one more parent folder at a time; where
     the paths differ only before that (another scheme or host), the whole URI."""
-    parts = [path.rstrip("/").split("/") for path, _ in entries]
+    parts = [[p for p in _path_of(path).split("/") if p] for path, _ in entries]
     names = [name for _, name in entries]
     depth = [name.count("/") + 1 for name in names]
     while True:
@@ -122,26 +130,26 @@ def local_inputs(inputs: Iterable[str]) -> tuple[list[LocalInput], list[Skipped]
             continue
         taken = 0  # files to read: captures, and files that could not be looked at
         before = len(skipped)
+        below: list[str] = []
         for root, dirs, names in os.walk(arg):
-            dirs[:] = sorted(d for d in dirs if not is_hidden(d))
-            for name in sorted(names):
-                if is_hidden(name):
-                    continue
-                path = os.path.join(root, name)
-                label = capture_name(arg, path)
-                try:
-                    sniffed = sniff_path(path)
-                except OSError as exc:  # it may be a capture: an error, not a skip
-                    problems[len(found)] = f"cannot read: {exc.strerror or exc}"
-                    found.append((path, label))
-                    taken += 1
-                    continue
-                if sniffed.format is None:
-                    skipped.append(Skipped(label, sniffed.reason or "not a capture"))
-                elif os.path.realpath(path) not in seen:
-                    seen.add(os.path.realpath(path))
-                    found.append((path, label))
-                    taken += 1
+            dirs[:] = [d for d in dirs if not is_hidden(d)]
+            below += [os.path.join(root, n) for n in names if not is_hidden(n)]
+        # In path order, as the pipeline lists a folder (sub/deeper/ before sub/x).
+        for path in sorted(below):
+            label = capture_name(arg, path)
+            try:
+                sniffed = sniff_path(path)
+            except OSError as exc:  # it may be a capture: an error, not a skip
+                problems[len(found)] = f"cannot read: {exc.strerror or exc}"
+                found.append((path, label))
+                taken += 1
+                continue
+            if sniffed.format is None:
+                skipped.append(Skipped(label, sniffed.reason or "not a capture"))
+            elif os.path.realpath(path) not in seen:
+                seen.add(os.path.realpath(path))
+                found.append((path, label))
+                taken += 1
         if not taken:
             others = len(skipped) - before
             problems[len(found)] = ("no capture file in this folder"
