@@ -251,7 +251,7 @@ def _dissect(args: argparse.Namespace) -> int:
     failed = 0  # inputs not read to their end (EXIT_STATUS)
     for item in files:
         if item.problem is not None:
-            print(f"mqttwire: {item.path}: {item.problem}", file=sys.stderr)
+            print(f"mqttwire: {item.name}: {item.problem}", file=sys.stderr)
             failed += 1
             continue
         try:
@@ -273,7 +273,7 @@ def _dissect(args: argparse.Namespace) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
         except OSError as exc:
-            print(f"mqttwire: {item.path}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"mqttwire: {item.name}: {exc.strerror or exc}", file=sys.stderr)
             failed += 1
     return 1 if failed else 0
 

@@ -152,7 +152,7 @@ def local_inputs(inputs: Iterable[str]) -> tuple[list[LocalInput], list[Skipped]
                 taken += 1
         if not taken:
             others = len(skipped) - before
-            problems[len(found)] = ("no capture file in this folder"
+            problems[len(found)] = ("no capture file there"
                                     + (f" ({others} other file(s) skipped)" if others else ""))
             found.append((arg, capture_name(arg, arg)))
     names = unique_names(found)

@@ -107,7 +107,7 @@ def list_inputs(sc: SparkContext, inputs: Iterable[str], *,
             group.append(CaptureFile(arg, problem=f"cannot list: {_java_message(exc)}"))
             continue
         if not statuses:
-            group.append(CaptureFile(arg, problem="no such file"))
+            group.append(CaptureFile(arg, problem="no such file or directory"))
             continue
         # A glob picks files by a pattern, as a folder holds them: not asked for by name.
         glob = any(c in arg for c in "*?[{")

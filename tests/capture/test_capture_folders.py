@@ -47,7 +47,7 @@ def _pcap_header(byteorder: str, nanoseconds: bool) -> bytes:
     (SAMPLE.read_bytes()[:SNIFF_BYTES], "pcapng"),  # 0a0d0d0a
     (gzip.compress(SAMPLE.read_bytes())[:SNIFF_BYTES], "pcapng.gz"),
     (gzip.compress(_pcap_header(">", True)), "pcap.gz"),
-])
+], ids=["pcap-le", "pcap-be", "pcap-ns-le", "pcap-ns-be", "pcapng", "pcapng.gz", "pcap.gz"])
 def test_sniff_knows_every_capture_magic(head: bytes, fmt: str) -> None:
     assert sniff(head).format == fmt
     assert sniff(head).reason is None
@@ -62,7 +62,7 @@ def test_sniff_knows_every_capture_magic(head: bytes, fmt: str) -> None:
     (gzip.compress(b"key: value\n"), "gzip file holding no pcap or pcapng file (magic 6b65793a)"),
     (gzip.compress(b""), "gzip file holding no capture in its first 20 bytes"),
     (b"\x1f\x8b\x08\x00" + b"\xff" * 20, "gzip data corrupt"),
-])
+], ids=["empty", "short", "text", "license", "gzip-yaml", "gzip-empty", "gzip-corrupt"])
 def test_sniff_says_why_a_file_is_no_capture(head: bytes, reason: str) -> None:
     sniffed = sniff(head)
     assert sniffed.format is None
@@ -231,9 +231,8 @@ def test_dissect_names_why_each_input_was_not_read(tmp_path: Path, pure: bool) -
         "docs/notes.yaml",
         "mqttwire: LICENSE.txt: not a pcap or pcapng file (magic 4c494345) at offset 0",
         "mqttwire: empty.pcap: empty file at offset 0",
-        f"mqttwire: {tmp_path / 'docs'}: no capture file in this folder (1 other file(s) "
-        "skipped)",
-        f"mqttwire: {tmp_path / 'gone'}: no such file or directory"]
+        "mqttwire: docs: no capture file there (1 other file(s) skipped)",
+        "mqttwire: gone: no such file or directory"]
     assert proc.stdout.count(" ok.pcapng#") == sum(1 for _ in read_capture(SAMPLE))
     # The first 1,000 bytes of the sample: its 3 packets, then 1, as the pipeline.
     cut = tmp_path / "cut.pcapng"
