@@ -142,3 +142,54 @@ def test_gzip_captures_are_one_task_each() -> None:
     packed = CaptureFile("file:/d/b.pcapng.gz", 100 << 20, "b.pcapng.gz", format="pcapng.gz")
     rows = _listing(sc, [plain, packed], 32 << 20)  # type: ignore[arg-type]
     assert Counter(row[0] for row in rows) == {"a.pcapng": 3, "b.pcapng.gz": 1}
+
+
+LISTING = """
+import json, sys
+from pyspark import SparkContext
+from mqttwire.spark import inputs
+
+sc = SparkContext("local[1]")
+
+
+def listing():
+    skipped = []
+    files = inputs.list_inputs(sc, sys.argv[1:], skipped=skipped)
+    return ([[f.name, f.format, f.problem] for f in files],
+            [[s.name, s.reason] for s in skipped])
+
+
+local = listing()
+# As on hdfs: or s3a:, every file's first bytes read through Hadoop, several at a time.
+inputs.local_path = lambda uri: None
+remote = listing()
+sc.stop()
+print(json.dumps([local, remote]))
+"""
+
+
+@pytest.mark.spark
+def test_listing_reads_remote_files_through_hadoop(tmp_path: Path) -> None:
+    """The driver's look at each file (.inputs._look) through Hadoop's FileSystem, as for
+    a remote folder, finds what Python's open finds."""
+    import json
+
+    inputs = _inputs(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", LISTING, *inputs], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    local, remote = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert local == remote
+    files, skipped = local
+    assert files == [
+        ["dir/cut.pcapng", "pcapng", None], ["dir/sample.pcapng", "pcapng", None],
+        ["dir/sub/b.pcap", "pcap", None],
+        ["dir/sub/deeper/sample.pcapng.gz", "pcapng.gz", None],
+        ["dir/sub/sample.pcapng", "pcapng", None],
+        ["notes.txt", None, None],  # named: read, and its task says what it is
+        ["docs", None, "no capture file there (1 other file(s) skipped)"]]
+    assert [name for name, _ in skipped] == ["dir/LICENSE", "dir/README.md",
+                                             "dir/empty.pcap", "dir/sub/config.yaml",
+                                             "docs/notes.yaml"]
