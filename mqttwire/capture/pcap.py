@@ -123,7 +123,9 @@ class _Source:
 
     def inflate(self) -> None:
         """Read the rest of the file (from its first unconsumed byte) decompressed."""
-        self.f = _Gunzip(_Prefixed(self.buf[self.pos :], self.f), self.name)  # type: ignore[assignment]
+        # Only read(n) is asked of ``f``: a _Gunzip stands in for the file.
+        gunzip = _Gunzip(_Prefixed(self.buf[self.pos :], self.f), self.name)
+        self.f = gunzip  # type: ignore[assignment]
         self.buf = b""
         self.view = memoryview(self.buf)
         self.pos = self.base = 0
@@ -163,7 +165,7 @@ class _Gunzip:
 
     def __init__(self, raw: _Prefixed, name: str) -> None:
         self.raw = raw
-        self.inner = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[arg-type]
+        self.inner = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[call-overload]
         self.name = name
         self.out = 0  # decompressed bytes handed out
 
@@ -171,7 +173,7 @@ class _Gunzip:
         try:
             # read1: what one step decompressed.  read(n) would gather n bytes first and
             # lose them all to the error of a truncated file.
-            data = self.inner.read1(n)
+            data: bytes = self.inner.read1(n)
         except EOFError:
             raise CaptureFormatError(
                 self.name, self.out, f"gzip data truncated (the file ends after "

@@ -497,7 +497,7 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
                 ports: Sequence[int] = (1883,), payload_limit: int | None = None,
                 version: int | None = None, reader: str = "auto",
                 split_size: int | None = None) -> Tables:
-    """The five tables of ``inputs`` (capture files, directories or globs, local or any
+    """The five tables of ``inputs`` (capture files, folders or globs, local or any
     Hadoop URI) as lazily evaluated DataFrames on ``spark``: what ``mqttwire pipeline``
     writes, before it writes them.  The options are the pipeline's (PipelineOptions):
     ``payload_limit`` cuts payloads (None keeps them whole), ``version`` is the level
@@ -508,7 +508,8 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
     Listing the inputs runs on the driver now, and so does, for files to split, a Spark
     job that reads their ranges and checks them; the decoding waits for an action.  An
     unreadable input is not an exception: it is in ``files`` with its problem, and gets
-    a "capture_error" row in ``errors`` and ``packets``."""
+    a "capture_error" row in ``errors`` and ``packets``.  The files of folders (and
+    globs) that are not captures are not read: ``skipped`` names them (:mod:`.inputs`)."""
     _check_reading(reader, split_size, None)  # before Spark is used
     return _tables(spark, _Plan.make(_Spark(spark.sparkContext, spark), inputs, ports,
                                      payload_limit, version, reader, split_size))
