@@ -193,3 +193,22 @@ def test_listing_reads_remote_files_through_hadoop(tmp_path: Path) -> None:
     assert [name for name, _ in skipped] == ["dir/LICENSE", "dir/README.md",
                                              "dir/empty.pcap", "dir/sub/config.yaml",
                                              "docs/notes.yaml"]
+
+
+def test_a_task_decodes_a_gzip_capture_from_binaryfiles_buffer() -> None:
+    """The binaryfile reader hands its task the file's bytes (a pyarrow BufferReader):
+    a gzip-compressed capture gives the plain one's tables."""
+    import pyarrow as pa
+
+    from mqttwire.spark.batches import decode_capture
+
+    def tables(data: bytes) -> dict[str, list[dict[str, object]]]:
+        rows: dict[str, list[dict[str, object]]] = {}
+        for table, batch in decode_capture(pa.BufferReader(data), "s", payload_limit=4):
+            rows.setdefault(table, []).extend(batch.to_pylist())
+        return rows
+
+    sample = SAMPLE.read_bytes()
+    plain = tables(sample)
+    assert plain["packets"] and plain["connections"]
+    assert tables(gzip.compress(sample)) == plain
