@@ -3,7 +3,8 @@
 Subcommands:
 
 - ``decode HEX [--version N]``: decode one packet given as hex and print it;
-- ``dissect CAPTURE [--port N]``: print the MQTT records of a pcap/pcapng capture;
+- ``dissect CAPTURE... [--port N]``: print the MQTT records of pcap/pcapng captures
+  (files, or folders: their captures);
 - ``pipeline INPUT... --out DIR``: the Spark pipeline (needs the ``spark`` extra and Java);
 - ``bench``: run the benchmark suite.
 
