@@ -3,7 +3,8 @@
 Subcommands:
 
 - ``decode HEX [--version N]``: decode one packet given as hex and print it;
-- ``dissect CAPTURE [--port N]``: print the MQTT records of a pcap/pcapng capture;
+- ``dissect CAPTURE... [--port N]``: print the MQTT records of pcap/pcapng captures
+  (files, or folders: their captures);
 - ``pipeline INPUT... --out DIR``: the Spark pipeline (needs the ``spark`` extra and Java);
 - ``bench``: run the benchmark suite.
 
@@ -89,6 +90,15 @@ def _bytes(text: str) -> int:
     return int(digits) * unit
 
 
+#: The exit status rule of ``dissect`` and ``pipeline`` (their --help and README.md's
+#: "Command line" say it too).
+EXIT_STATUS = ("Exit status 0 when every capture was read to its end; 1 when an input "
+               "could not be read at all, or stopped being a capture part way (truncated "
+               "or corrupt: the records before the fault are still output), each named "
+               "on stderr with the reason; 2 for a usage error.  Files in a folder that "
+               "are not captures are skipped (named, not errors).")
+
+
 ASSUME_HELP = ("the protocol level (3, 4 or 5) of connections whose CONNECT is not in the "
                "capture; without it, the level is inferred from their traffic (3.1.1 when "
                "the traffic fits both 3.1.1 and 5.0, as PINGs do)")
@@ -108,12 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="protocol level: 3 (MQTT 3.1), 4 (3.1.1), 5 (5.0, the default); "
                    "a CONNECT carries its own")
 
-    p = sub.add_parser("dissect", help="print the MQTT records of a capture (no Spark)",
-                       description="Read a pcap or pcapng capture, reassemble TCP, and "
-                       "print one line per MQTT packet, error or gap.  Where the file stops "
-                       "being a capture, it says so on stderr and stops: exit status 1 if "
-                       "nothing of it could be read, else 0.")
-    p.add_argument("capture", help="a pcap or pcapng file")
+    p = sub.add_parser("dissect", help="print the MQTT records of captures (no Spark)",
+                       description="Read pcap or pcapng captures (gzip-compressed too), "
+                       "reassemble TCP, and print one line per MQTT packet, error or gap.  "
+                       "Where a file stops being a capture, it says so on stderr and goes "
+                       "on with the next.  " + EXIT_STATUS)
+    p.add_argument("captures", nargs="+", metavar="CAPTURE",
+                   help="a pcap or pcapng file, or a folder: its captures, recursively")
     p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
                    help="an MQTT server port (repeatable; default 1883); a connection on "
                    "another port counts too when it starts with a CONNECT")
@@ -129,11 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
         "than --split-size) and write the "
         "tables packets, connections, messages, retained and errors as Parquet under "
         "DIR, then print a summary and write DIR/summary.md with a message-rate chart.  "
-        "Exit status 1 when no input could be read as a capture; 0 when some could (the "
-        "others are named, and get rows in the errors table).")
+        "An input that cannot be read to its end also gets a row in the errors table.  "
+        + EXIT_STATUS)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="capture files, directories or globs: local paths or any URI "
-                   "that Spark's Hadoop filesystems read (hdfs://, s3a://, ...)")
+                   help="capture files, folders (their captures, recursively) or globs: "
+                   "local paths or any URI that Spark's Hadoop filesystems read (hdfs://, "
+                   "s3a://, ...)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output directory (local path or URI); its tables are replaced")
     p.add_argument("--master", metavar="URL",
@@ -230,32 +242,41 @@ def _decodes(data: bytes, version: int) -> bool:
 
 def _dissect(args: argparse.Namespace) -> int:
     from .capture import read_capture
+    from .capture.files import local_inputs, skipped_line
 
     ports = args.ports or [1883]
     told: set[str] = set()  # connections whose inferred level was announced
-    frames = False  # whether any record came from a frame of the capture
-    try:
-        for rec in read_capture(args.capture, ports=ports, payload_limit=args.payload_limit,
-                                version=args.assume_version):
-            if rec.kind == "capture_error":
-                # The file stops being a capture here: said on stderr, and with exit
-                # status 1 if nothing of it could be read (not a capture at all).
-                print(f"mqttwire: {rec.error}", file=sys.stderr)
-                return 0 if frames else 1
-            frames = True
-            if rec.version_source in _INFERRED and rec.connection_id not in told:
-                told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
-                print(f"# {rec.connection_id}: "
-                      + _INFERRED[rec.version_source].format(rec.protocol_version))
-            print(_record_line(rec))
-    except BrokenPipeError:  # `mqttwire dissect x.pcap | head`: the reader has gone
-        # Keep the interpreter's final flush of stdout from failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except OSError as exc:
-        print(f"mqttwire: {args.capture}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    return 0
+    files, skipped = local_inputs(args.captures)
+    if skipped:
+        print(skipped_line(len(skipped), [s.name for s in skipped]), file=sys.stderr)
+    failed = 0  # inputs not read to their end (EXIT_STATUS)
+    for item in files:
+        if item.problem is not None:
+            print(f"mqttwire: {item.name}: {item.problem}", file=sys.stderr)
+            failed += 1
+            continue
+        try:
+            for rec in read_capture(item.path, ports=ports, payload_limit=args.payload_limit,
+                                    version=args.assume_version, name=item.name):
+                if rec.kind == "capture_error":
+                    # The file stops being a capture here (the last record): what came
+                    # before it was printed; the error names the file and the offset.
+                    print(f"mqttwire: {rec.error}", file=sys.stderr)
+                    failed += 1
+                    continue
+                if rec.version_source in _INFERRED and rec.connection_id not in told:
+                    told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
+                    print(f"# {rec.connection_id}: "
+                          + _INFERRED[rec.version_source].format(rec.protocol_version))
+                print(_record_line(rec))
+        except BrokenPipeError:  # `mqttwire dissect x.pcap | head`: the reader has gone
+            # Keep the interpreter's final flush of stdout from failing again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except OSError as exc:
+            print(f"mqttwire: {item.name}: {exc.strerror or exc}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
 
 
 #: What ``dissect`` says before the first record of a connection whose level was not
@@ -307,11 +328,16 @@ def _pipeline(args: argparse.Namespace) -> int:
     if args.share_size is not None:
         options.share_size = args.share_size or None
     result = run_pipeline(options)
-    # Exit status 1 when no input could be read at all; when only some could not, 0 (the
-    # summary and the errors table name them).
-    if result.files and len(result.bad_captures) == len(result.files):
-        print("mqttwire pipeline: no input could be read as a capture (see the errors "
-              "table and the summary)", file=sys.stderr)
+    # EXIT_STATUS: each input not read to its end, named with why (the summary and the
+    # errors table have them too), then 1.
+    for name in result.bad_captures:
+        why = result.failures.get(name) or "not read to its end (see the errors table)"
+        why = why.removeprefix(f"{name}: ")  # a reader's error names the file itself
+        print(f"mqttwire pipeline: {name}: {why}", file=sys.stderr)
+    if result.bad_captures:
+        print(f"mqttwire pipeline: {len(result.bad_captures)} of {len(result.files)} "
+              "input file(s) could not be read to the end; the tables hold what was read "
+              "before each fault", file=sys.stderr)
         return 1
     return 0
 

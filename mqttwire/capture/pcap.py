@@ -9,17 +9,26 @@ at most the size of the file, never what the field claims.
 A file that cannot be read on raises :class:`CaptureFormatError`, which names the file and
 the byte offset of the bad record or block; the frames before it have been yielded.
 
+A gzip-compressed capture (``.pcap.gz``, ``.pcapng.gz``) is recognised by its content, as
+the formats are (:func:`sniff`), and decompressed as it is read: the offsets in its errors
+are then offsets in the decompressed data.  A gzip stream is read from its start to its
+end only (it cannot seek), so a byte range of one cannot be read alone (see
+mqttwire/spark/split.py, which reads such a file whole).
+
 References: the pcap format (draft-ietf-opsawg-pcap, "PCAP Capture File Format") and the
 pcapng format (draft-ietf-opsawg-pcapng, "PCAP Now Generic").
 """
 
 from __future__ import annotations
 
+import gzip
 import struct
+import zlib
 from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
-__all__ = ["CHUNK", "MAX_FRAME", "CaptureFormatError", "Frame", "iter_frames"]
+__all__ = ["CHUNK", "MAX_FRAME", "SNIFF_BYTES", "CaptureFormatError", "Frame", "Sniffed",
+           "iter_frames", "sniff"]
 
 CHUNK = 1 << 20
 """How much is read from the file at a time."""
@@ -74,7 +83,7 @@ class _Source:
     """A binary file read in chunks: ``buf[pos:]`` holds the bytes not consumed yet, and
     ``base`` is the file offset of ``buf[0]``."""
 
-    __slots__ = ("base", "buf", "eof", "f", "name", "pos", "view")
+    __slots__ = ("base", "buf", "eof", "f", "inflated", "name", "pos", "view")
 
     def __init__(self, f: BinaryIO, name: str) -> None:
         self.f = f
@@ -84,6 +93,7 @@ class _Source:
         self.pos = 0
         self.base = 0
         self.eof = False
+        self.inflated = False  # a gzip file: offsets are in the decompressed data
 
     def fill(self, n: int) -> bool:
         """Make at least ``n`` unconsumed bytes available; False if the file ends first.
@@ -107,7 +117,74 @@ class _Source:
         return have >= n
 
     def error(self, offset: int, what: str) -> CaptureFormatError:
+        if self.inflated:
+            what = f"{what} (gzip file: offsets in the decompressed data)"
         return CaptureFormatError(self.name, offset, what)
+
+    def inflate(self) -> None:
+        """Read the rest of the file (from its first unconsumed byte) decompressed."""
+        # Only read(n) is asked of ``f``: a _Gunzip stands in for the file.
+        gunzip = _Gunzip(_Prefixed(self.buf[self.pos :], self.f), self.name)
+        self.f = gunzip  # type: ignore[assignment]
+        self.buf = b""
+        self.view = memoryview(self.buf)
+        self.pos = self.base = 0
+        self.eof = False
+        self.inflated = True
+
+
+class _Prefixed:
+    """``head`` (bytes already read from ``f``), then the rest of ``f``: for a reader that
+    only calls read(n), as gzip's does in read mode (it never seeks back there, so a
+    non-seekable stream works).  Counts the bytes it hands out."""
+
+    __slots__ = ("f", "head", "read_bytes")
+
+    def __init__(self, head: bytes, f: BinaryIO) -> None:
+        self.head = head
+        self.f = f
+        self.read_bytes = 0
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            data = self.head if n < 0 or n >= len(self.head) else self.head[:n]
+            self.head = self.head[len(data) :]
+        else:
+            data = self.f.read(n)
+        self.read_bytes += len(data)
+        return data
+
+
+class _Gunzip:
+    """A gzip stream's decompressed bytes, read(n) only.  gzip's own errors (the data
+    ends early, is corrupt, or fails its CRC) become :class:`CaptureFormatError`, so
+    that both capture loops end the capture there as at any other fault; without this a
+    truncated .gz would raise EOFError out of the reader."""
+
+    __slots__ = ("inner", "name", "out", "raw")
+
+    def __init__(self, raw: _Prefixed, name: str) -> None:
+        self.raw = raw
+        self.inner = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[call-overload]
+        self.name = name
+        self.out = 0  # decompressed bytes handed out
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            # read1: what one step decompressed.  read(n) would gather n bytes first and
+            # lose them all to the error of a truncated file.
+            data: bytes = self.inner.read1(n)
+        except EOFError:
+            raise CaptureFormatError(
+                self.name, self.out, f"gzip data truncated (the file ends after "
+                f"{self.raw.read_bytes} compressed bytes; offsets in the decompressed "
+                "data)") from None
+        except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            raise CaptureFormatError(
+                self.name, self.out, f"gzip data corrupt ({exc}; offsets in the "
+                "decompressed data)") from None
+        self.out += len(data)
+        return data
 
 
 # ---------------------------------------------------------------------------------------
@@ -421,10 +498,37 @@ def iter_frames(f: BinaryIO, name: str | None = None) -> Iterator[Frame]:
 
 def _detect(src: _Source) -> tuple[str, str, bool]:
     """The format by the file's first four bytes: ("pcapng", "<", False), or ("pcap",
-    its byte order, whether its timestamps are in nanoseconds)."""
+    its byte order, whether its timestamps are in nanoseconds).  A gzip file is
+    decompressed from here on (``src.inflate``) and its content's first bytes decide."""
     if not src.fill(4):
-        raise src.error(0, "not a pcap or pcapng file (shorter than 4 bytes)")
+        raise src.error(0, _too_short(len(src.buf)))
+    if src.buf[:2] == _GZIP_MAGIC:
+        src.inflate()
+        if not src.fill(4):
+            raise src.error(0, f"gzip file holding no capture ({_too_short(len(src.buf))})")
+        if src.buf[:2] == _GZIP_MAGIC:  # not read as a capture: say what it is
+            raise src.error(0, "gzip file holding another gzip file, not a capture")
     magic = src.buf[:4]
+    found = _magic_format(magic)
+    if found is None:
+        inside = "gzip file holding no " if src.inflated else "not a "
+        raise src.error(0, f"{inside}pcap or pcapng file (magic {magic.hex()})")
+    return found
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+SNIFF_BYTES = 8192
+"""How many of a file's first bytes :func:`sniff` is given: enough for a gzip header
+with a long stored file name before the capture's magic."""
+
+
+def _too_short(n: int) -> str:
+    return "empty file" if n == 0 else f"not a pcap or pcapng file (only {n} bytes)"
+
+
+def _magic_format(magic: bytes) -> tuple[str, str, bool] | None:
+    """The format of four bytes of magic (as :func:`_detect` returns it), or None."""
     if magic == b"\x0a\x0d\x0d\x0a":
         return "pcapng", "<", False
     for endian in "<>":
@@ -433,4 +537,49 @@ def _detect(src: _Source) -> tuple[str, str, bool]:
             return "pcap", endian, False
         if value == _PCAP_MAGIC_NS:
             return "pcap", endian, True
-    raise src.error(0, f"not a pcap or pcapng file (magic {magic.hex()})")
+    return None
+
+
+class Sniffed(NamedTuple):
+    """What a file's first bytes say it is (:func:`sniff`).
+
+    Attributes:
+        format: "pcap", "pcapng", "pcap.gz" or "pcapng.gz"; None when not a capture.
+        reason: why it is not a capture (None when it is), e.g. "empty file" or
+            "not a pcap or pcapng file (magic 4c494345)".
+    """
+
+    format: str | None
+    reason: str | None
+
+    @property
+    def gzip(self) -> bool:
+        return self.format is not None and self.format.endswith(".gz")
+
+
+def sniff(head: bytes) -> Sniffed:
+    """Whether a file whose first bytes are ``head`` (up to :data:`SNIFF_BYTES` of them;
+    fewer only when the file is shorter) is a capture, by its magic number: pcap in
+    either byte order (a1b2c3d4, microseconds; a1b23c4d, nanoseconds), pcapng (0a0d0d0a),
+    or one of those compressed with gzip (1f8b, then the magic of the decompressed
+    data).  The same test as the readers make, without reading further: a file that
+    passes may still be truncated or corrupt after its first bytes."""
+    if len(head) < 4:
+        return Sniffed(None, _too_short(len(head)))
+    if head[:2] == _GZIP_MAGIC:
+        try:
+            inner = zlib.decompressobj(wbits=31).decompress(head, 4)  # gzip framing
+        except zlib.error as exc:
+            return Sniffed(None, f"gzip data corrupt ({exc})")
+        if len(inner) < 4:
+            return Sniffed(None, f"gzip file holding no capture in its first {len(head)} "
+                                 "bytes")
+        found = _magic_format(inner)
+        if found is None:
+            return Sniffed(None, f"gzip file holding no pcap or pcapng file (magic "
+                                 f"{inner.hex()})")
+        return Sniffed(found[0] + ".gz", None)
+    found = _magic_format(head[:4])
+    if found is None:
+        return Sniffed(None, f"not a pcap or pcapng file (magic {head[:4].hex()})")
+    return Sniffed(found[0], None)

@@ -76,7 +76,9 @@ class Record:
             record of its file); or "end" (a direction's TCP stream ended, for which see
             ``end_reason``: made only when asked for, with ``read_capture``'s
             ``stream_ends``; it follows every other record of its direction).
-        capture: the capture file's name.
+        capture: the capture file's name (``read_capture``'s ``name``; the commands
+            give its path from the input it was found through, ``dir/sub/a.pcap``:
+            mqttwire/capture/files.py).
         ts: integer nanoseconds since the epoch: for a packet, the capture time of the
             segment that completed it; for an error, gap or end, of the segment at which
             it was found (for those found at the end of the capture, the time of its

@@ -145,13 +145,14 @@ class SparkFigures:
                       .select(*[F.unix_micros(c).alias(c) if c.endswith("_ts") else c
                                 for c in UNFINISHED_COLUMNS]).collect())
 
-    def bad(self) -> list[str]:
-        """The captures with a "capture_error" row, sorted."""
+    def bad(self) -> list[dict[str, Any]]:
+        """The captures with a "capture_error" row, sorted, each with its error (the
+        least, should a capture have several): capture, error."""
         from pyspark.sql import functions as F
 
-        return sorted(r["capture"] for r in self.tables["errors"]
-                      .where(F.col("kind") == "capture_error")
-                      .select("capture").distinct().collect())
+        return sorted(_dicts(self.tables["errors"].where(F.col("kind") == "capture_error")
+                             .groupBy("capture").agg(F.min("error").alias("error"))
+                             .collect()), key=lambda r: r["capture"])
 
     def first_errors(self) -> list[dict[str, Any]]:
         """The first TOP rows of the errors table."""
@@ -321,12 +322,14 @@ class ArrowFigures:
         return self._first("messages", UNFINISHED_ORDER, UNFINISHED_COLUMNS,
                            pc.field("status").isin(list(UNFINISHED_STATUS)))
 
-    def bad(self) -> list[str]:
+    def bad(self) -> list[dict[str, Any]]:
         import pyarrow.compute as pc
 
-        table = self._counts("errors", ("capture",), pc.field("kind") == "capture_error",
-                             reads=("kind",))
-        return sorted(table.column("capture").to_pylist())
+        table = self._aggregate("errors", ["capture", "kind", "error"],
+                                {"capture": pc.field("capture"), "error": pc.field("error")},
+                                ["capture"], [("error", "min", "error")],
+                                pc.field("kind") == "capture_error")
+        return sorted(_rows(table.select(["capture", "error"])), key=lambda r: r["capture"])
 
     def first_errors(self) -> list[dict[str, Any]]:
         return self._first("errors", ERRORS_ORDER, ERRORS_COLUMNS)

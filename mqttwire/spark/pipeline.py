@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .inputs import CaptureFile, list_inputs, local_path
+from .inputs import CaptureFile, Skipped, list_inputs, local_path
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
@@ -179,6 +179,10 @@ class PipelineResult:
     #: files or staging to disk), "write" (moving the tasks' files into place, or Spark
     #: writing the five tables from the staged rows), "summary" (its figures and chart).
     timings: dict[str, float] = field(default_factory=dict)
+    #: Why each of ``bad_captures`` could not be read to its end, by name.
+    failures: dict[str, str] = field(default_factory=dict)
+    #: The files of the input folders (and globs) that are not captures, not read.
+    skipped: list[Skipped] = field(default_factory=list)
 
 
 class Counters(NamedTuple):
@@ -411,7 +415,10 @@ def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
     cores = sc.defaultParallelism
     rows: list[Listed] = []
     for f in sorted(stream, key=lambda f: -f.size):
-        count = 1 if f.problem is not None else share_count(f.size, share_size, cores)
+        # A gzip stream reads from its start only: each share would decompress the whole
+        # file, so it is one task.
+        count = (1 if f.problem is not None or f.gzip
+                 else share_count(f.size, share_size, cores))
         rows += [(f.name, local_path(f.uri), f.size, f.problem, index, count)
                  for index in range(count)]
     return rows
@@ -448,6 +455,8 @@ class Tables:
     split: SplitRead | None = None
     #: The connection numbers of the split files (:func:`.split.connection_ids`), or None.
     connection_ids: DataFrame | None = None
+    #: The files of the input folders (and globs) that are not captures, not read.
+    skipped: list[Skipped] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (f"<Tables {', '.join(TABLE_NAMES)} of {len(self.files)} input file(s): "
@@ -488,7 +497,7 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
                 ports: Sequence[int] = (1883,), payload_limit: int | None = None,
                 version: int | None = None, reader: str = "auto",
                 split_size: int | None = None) -> Tables:
-    """The five tables of ``inputs`` (capture files, directories or globs, local or any
+    """The five tables of ``inputs`` (capture files, folders or globs, local or any
     Hadoop URI) as lazily evaluated DataFrames on ``spark``: what ``mqttwire pipeline``
     writes, before it writes them.  The options are the pipeline's (PipelineOptions):
     ``payload_limit`` cuts payloads (None keeps them whole), ``version`` is the level
@@ -499,7 +508,8 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
     Listing the inputs runs on the driver now, and so does, for files to split, a Spark
     job that reads their ranges and checks them; the decoding waits for an action.  An
     unreadable input is not an exception: it is in ``files`` with its problem, and gets
-    a "capture_error" row in ``errors`` and ``packets``."""
+    a "capture_error" row in ``errors`` and ``packets``.  The files of folders (and
+    globs) that are not captures are not read: ``skipped`` names them (:mod:`.inputs`)."""
     _check_reading(reader, split_size, None)  # before Spark is used
     return _tables(spark, _Plan.make(_Spark(spark.sparkContext, spark), inputs, ports,
                                      payload_limit, version, reader, split_size))
@@ -538,7 +548,7 @@ def _tables(spark: SparkSession, plan: _Plan) -> Tables:
     return Tables(packets=table("packets"), connections=table("connections"),
                   messages=table("messages"), retained=table("retained"),
                   errors=table("errors"), files=files, counters=counters, staged=staged,
-                  split=split, connection_ids=ids)
+                  split=split, connection_ids=ids, skipped=plan.skipped)
 
 
 def _check_reading(reader: str, split_size: int | None, share_size: int | None) -> None:
@@ -593,6 +603,8 @@ class _Plan:
     split: SplitRead | None
     #: Files at least this large are read in shares when the tasks write (.shares).
     share_size: int | None = None
+    #: The files of the input folders (and globs) that are not captures, not read.
+    skipped: list[Skipped] = field(default_factory=list)
 
     @classmethod
     def make(cls, spark: _Spark, inputs: Sequence[str], ports: Sequence[int],
@@ -601,7 +613,8 @@ class _Plan:
         from .batches import Decoding
         from .split import read_split
 
-        files = list_inputs(spark.context, inputs)
+        skipped: list[Skipped] = []
+        files = list_inputs(spark.context, inputs, skipped=skipped)
         sc = spark.context
         counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
         # read_capture keeps no payload without a limit: the pipeline keeps them whole.
@@ -610,12 +623,13 @@ class _Plan:
         whole = files
         split = None
         if split_size is not None and reader != "binaryfile":
+            # Not a gzip file: its ranges cannot be read without all that precedes them.
             big = [f for f in files if f.problem is None and f.size > split_size
-                   and local_path(f.uri) is not None]
+                   and local_path(f.uri) is not None and not f.gzip]
             if big:
                 split = read_split(spark.session, big, split_size, how, counters)
                 whole = [f for f in files if all(f is not g for g in split.files)]
-        return cls(files, counters, how, reader, whole, split, share_size)
+        return cls(files, counters, how, reader, whole, split, share_size, skipped)
 
     def decoded(self, spark: SparkSession, out: Output, schema: pa.Schema) -> DataFrame:
         """The tasks of the files read whole, returning ``out`` of their batches."""
@@ -745,6 +759,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     """Run the pipeline (see the module docstring); print progress to stderr and the
     summary and totals to ``out`` (default stdout).  ``spark``: an existing session to
     use (else one is made for ``options.master`` and stopped at the end)."""
+    from ..capture.files import skipped_line
     from .figures import ArrowFigures, SparkFigures
     from .report import write_summary
     from .session import ClassArchive, default_master, jvm_running, make_context
@@ -787,10 +802,9 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                           options.version, options.reader, options.split_size,
                           options.share_size)
         files = plan.files
-        for f in files:
-            if f.problem is not None:
-                print(f"mqttwire: {f.uri}: {f.problem} (reported in the errors table)",
-                      file=sys.stderr)
+        if plan.skipped:
+            print(skipped_line(len(plan.skipped), [s.name for s in plan.skipped]),
+                  file=sys.stderr)
         total = sum(f.size for f in files)
         print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
               f"{run.context.master}", file=sys.stderr)
@@ -820,7 +834,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         if not counts:  # else the tasks reported them; errors: the summary counts them
             counts = {name: figures.rows(name) for name in TABLE_NAMES if name != "errors"}
         summary_dir = options.summary_dir or local_target or "."
-        report = write_summary(figures, counts, summary_dir, options=options, files=files)
+        report = write_summary(figures, counts, summary_dir, options=options, files=files,
+                               skipped=plan.skipped)
         counts = report.counts
         bad = report.bad_captures
         phase("summary")
@@ -837,7 +852,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
               file=sys.stderr)
         return PipelineResult(files, c.records.value, c.packets.value, c.errors.value,
                               elapsed, report.path, report.chart_path, report.text, counts,
-                              bad, timings)
+                              bad, timings, report.failures, plan.skipped)
     finally:
         if ahead is not None:
             ahead.join()  # not left importing as the interpreter exits

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from .figures import ERRORS_COLUMNS, TOP
 
 if TYPE_CHECKING:
     from .figures import ArrowFigures, SparkFigures
-    from .inputs import CaptureFile
+    from .inputs import CaptureFile, Skipped
 
     Figures = ArrowFigures | SparkFigures
 
@@ -29,18 +29,21 @@ __all__ = ["ROUND_WIDTHS", "Report", "duration_text", "markdown_table", "rate_bu
            "write_summary"]
 
 CHART_BUCKETS = 100  # bars of the message-rate chart, at most
+SKIPPED_SHOWN = 100  # files skipped in the input folders, named in the summary at most
 
 
 @dataclass
 class Report:
     """The summary's text (Markdown), where it was written, the row counts, and the
-    captures that could not be read to the end (a "capture_error" row)."""
+    captures that could not be read to the end (a "capture_error" row), with why."""
 
     text: str
     path: str
     chart_path: str | None
     counts: dict[str, int]
     bad_captures: list[str]
+    #: Why each of ``bad_captures`` could not be read to its end, by name.
+    failures: dict[str, str] = field(default_factory=dict)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -135,10 +138,12 @@ def _together(jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
 
 
 def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
-                  options: Any, files: list[CaptureFile]) -> Report:
+                  options: Any, files: list[CaptureFile],
+                  skipped: Sequence[Skipped] = ()) -> Report:
     """Compute the summary's ``figures`` (:mod:`.figures`; ``counts``: the tables' row
     counts, except ``errors``), write ``directory``/summary.md and message_rate.png,
-    and return it.  The figures are computed in two concurrent waves."""
+    and return it.  The figures are computed in two concurrent waves.  ``skipped``: the
+    files of the input folders that are not captures, named in a section of their own."""
     os.makedirs(directory, exist_ok=True)
     first = _together({"overview": figures.overview, "known": figures.known,
                        "top": figures.top, "qos": figures.qos,
@@ -157,6 +162,13 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
 
     parts = ["# mqttwire pipeline summary", ""]
     parts += [f"Inputs: {len(files)} capture file(s); output: `{options.out}`.", ""]
+    if skipped:
+        shown = [[s.name, s.reason] for s in skipped[:SKIPPED_SHOWN]]
+        more = len(skipped) - len(shown)
+        parts += [f"{len(skipped)} file(s) in the input folders are not captures (by their "
+                  "first bytes) and were skipped" + (f"; the first {len(shown)}:" if more
+                                                      else ":"), "",
+                  markdown_table(["file", "why"], shown), ""]
     parts += [markdown_table(["table", "rows"], sorted(counts.items(), key=_table_order)), ""]
 
     levels = sorted({v for row in grid.values() for v in row if v is not None})
@@ -226,7 +238,7 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
 
     # Errors.
     parts += ["## Errors", ""]
-    bad: list[str] = []
+    bad: list[dict[str, Any]] = []
     if by_kind:
         bad = later["bad"]
         first_errors = later["first_errors"]
@@ -237,9 +249,11 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
                                  [[r[c] for c in ERRORS_COLUMNS] for r in first_errors]), ""]
     else:
         parts += ["No errors: every byte of every MQTT stream decoded.", ""]
+    # A reader's error begins with the capture's name: said once.
+    bad = [dict(r, error=r["error"].removeprefix(f"{r['capture']}: ")) for r in bad]
     if bad:
-        parts += ["Captures that could not be read to the end: "
-                  + ", ".join(f"`{name}`" for name in bad) + ".", ""]
+        parts += ["Inputs that could not be read to the end:", ""]
+        parts += [f"- `{r['capture']}`: {r['error']}" for r in bad] + [""]
 
     chart = None
     if spans:
@@ -250,7 +264,8 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
     path = os.path.join(directory, "summary.md")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    return Report(text, path, chart, counts, bad)
+    return Report(text, path, chart, counts, [r["capture"] for r in bad],
+                  {r["capture"]: r["error"] for r in bad})
 
 
 def _rate_chart(counts: list[Any], directory: str, lo: int, hi: int, width: int) -> str:

@@ -24,6 +24,9 @@ __all__ = [
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
+#: ``capture`` (every table): the file's path from the input it was found through,
+#: ``a.pcap`` for a file given by name, ``dir/sub/a.pcap`` for one under the folder
+#: ``dir``, unique in the run (mqttwire/capture/files.py).
 PACKETS = pa.schema([
     ("capture", pa.string()),
     ("kind", pa.string()),  # packet, error, gap, fragment, capture_error

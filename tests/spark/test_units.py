@@ -35,7 +35,7 @@ def test_capture_names_are_unique() -> None:
     files = [CaptureFile("file:/x/a.pcap"), CaptureFile("file:/y/a.pcap"),
              CaptureFile("hdfs://nn/b.pcapng")]
     name_captures(files)
-    assert [f.name for f in files] == ["file:/x/a.pcap", "file:/y/a.pcap", "b.pcapng"]
+    assert [f.name for f in files] == ["x/a.pcap", "y/a.pcap", "b.pcapng"]
 
 
 def test_plan_routes_files_to_readers() -> None:
