@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .capture import Record
+    from .capture import CaptureSet, Record
 
 __all__ = ["build_parser", "main"]
 
@@ -89,6 +89,13 @@ def _bytes(text: str) -> int:
     return int(digits) * unit
 
 
+GROUP_HELP = ("which input files are pieces of one capture, read as one (a TCP connection "
+              "followed across them): auto (the files of a dumpcap -b ring buffer, an "
+              "editcap -c/-i split or tcpdump -C, by their names, when their frame times "
+              "follow on: files that overlap in time stay separate; the default), never "
+              "(each file its own capture), one (all files one capture, in their names' "
+              "or else their times' order)")
+
 ASSUME_HELP = ("the protocol level (3, 4 or 5) of connections whose CONNECT is not in the "
                "capture; without it, the level is inferred from their traffic (3.1.1 when "
                "the traffic fits both 3.1.1 and 5.0, as PINGs do)")
@@ -112,8 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Read a pcap or pcapng capture, reassemble TCP, and "
                        "print one line per MQTT packet, error or gap.  Where the file stops "
                        "being a capture, it says so on stderr and stops: exit status 1 if "
-                       "nothing of it could be read, else 0.")
-    p.add_argument("capture", help="a pcap or pcapng file")
+                       "nothing of it could be read, else 0.  Several files: see --group; "
+                       "each capture is printed in turn, exit status 1 if none could be "
+                       "read.")
+    p.add_argument("captures", nargs="+", metavar="CAPTURE", help="a pcap or pcapng file")
+    p.add_argument("--group", choices=("auto", "never", "one"), default="auto",
+                   help=GROUP_HELP)
     p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
                    help="an MQTT server port (repeatable; default 1883); a connection on "
                    "another port counts too when it starts with a CONNECT")
@@ -229,13 +240,41 @@ def _decodes(data: bytes, version: int) -> bool:
 
 
 def _dissect(args: argparse.Namespace) -> int:
+    from .capture.sets import plan_sets
+
+    # Several files: those that are pieces of one capture (a ring buffer, a split) are
+    # read as one (mqttwire.capture.sets); each capture in turn.
+    sets, notes = plan_sets(args.captures, args.group)
+    for note in notes:
+        print(f"mqttwire: {note}", file=sys.stderr)
+    status = 1  # 0 once some capture could be read
+    try:
+        for capture_set in sets:
+            if len(capture_set.paths) > 1:
+                print(f"mqttwire: {len(capture_set.paths)} files read as one capture, "
+                      f"named {capture_set.name} ({capture_set.how}): "
+                      f"{', '.join(capture_set.labels)}", file=sys.stderr)
+            if _dissect_one(args, capture_set) == 0:
+                status = 0
+    except BrokenPipeError:  # `mqttwire dissect x.pcap | head`: the reader has gone
+        # Keep the interpreter's final flush of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return status
+
+
+def _dissect_one(args: argparse.Namespace, capture_set: CaptureSet) -> int:
+    """Print one capture's records (a file, or a set's files: a comment line where the
+    next file begins); 1 if nothing of it could be read."""
     from .capture import read_capture
 
     ports = args.ports or [1883]
     told: set[str] = set()  # connections whose inferred level was announced
     frames = False  # whether any record came from a frame of the capture
+    several = len(capture_set.paths) > 1
+    current = capture_set.labels[0]
     try:
-        for rec in read_capture(args.capture, ports=ports, payload_limit=args.payload_limit,
+        for rec in read_capture(capture_set, ports=ports, payload_limit=args.payload_limit,
                                 version=args.assume_version):
             if rec.kind == "capture_error":
                 # The file stops being a capture here: said on stderr, and with exit
@@ -243,17 +282,19 @@ def _dissect(args: argparse.Namespace) -> int:
                 print(f"mqttwire: {rec.error}", file=sys.stderr)
                 return 0 if frames else 1
             frames = True
+            if several and capture_set.file_of(rec) != current:
+                current = capture_set.file_of(rec)
+                print(f"# {capture_set.name}: file {current} from frame {rec.frame}")
             if rec.version_source in _INFERRED and rec.connection_id not in told:
                 told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
                 print(f"# {rec.connection_id}: "
                       + _INFERRED[rec.version_source].format(rec.protocol_version))
             print(_record_line(rec))
-    except BrokenPipeError:  # `mqttwire dissect x.pcap | head`: the reader has gone
-        # Keep the interpreter's final flush of stdout from failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
     except OSError as exc:
-        print(f"mqttwire: {args.capture}: {exc.strerror or exc}", file=sys.stderr)
+        if isinstance(exc, BrokenPipeError):
+            raise
+        print(f"mqttwire: {exc.filename or capture_set.name}: {exc.strerror or exc}",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -217,7 +217,7 @@ def group_files(paths: Sequence[str | None], mode: str = "auto", *,
         return ok
 
     chains: list[tuple[list[int], str]] = []
-    if mode == "one" and len(paths) > 1:
+    if mode == "one" and sum(p is not None for p in paths) > 1:
         members = probed(range(len(paths)))
         alone = [i for i in range(len(paths)) if i not in set(members)]
         groups = _candidates([paths[i] for i in members])
@@ -337,6 +337,9 @@ class FileChain:
         except OSError as exc:
             if not n:
                 raise
+            # Counted as opened: the capture error is this file's (file_of).
+            self.starts.append(frames + 1)
+            self.names.append(name)
             raise self.failed(CaptureFormatError(
                 name, 0, f"cannot open it ({exc.strerror or exc})")) from exc
         self._open = f

@@ -55,8 +55,11 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
         ports = list(ports)
         raws = []
         for label, opener in chain.files:
-            with opener() as f:
-                raws.append((label, f.read()))
+            try:
+                with opener() as f:
+                    raws.append((label, f.read()))
+            except OSError as exc:  # raised again where the loops open the file
+                raws.append((label, exc))
         args = (name, ports, payload_limit, codec, version, max_pending, stream_ends)
         used = _bytes_chain(raws)
         loop = select_chain(used, *args)

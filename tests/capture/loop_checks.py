@@ -59,9 +59,17 @@ def reference_records(raw: bytes, name: str, ports: Iterable[int], payload_limit
     return list(_read_pure(io.BytesIO(raw), handler))
 
 
-def bytes_chain(raws: list[tuple[str, bytes]]) -> FileChain:
-    """A set's files, (name, contents) each, as a FileChain over memory."""
-    return FileChain([(label, lambda raw=raw: io.BytesIO(raw)) for label, raw in raws])
+def bytes_chain(raws: list[tuple[str, bytes | OSError]]) -> FileChain:
+    """A set's files, (name, contents) each, as a FileChain over memory (an OSError for
+    contents: the file cannot be opened, with that error)."""
+    def opener(raw: bytes | OSError) -> Callable[[], io.BytesIO]:
+        def open_it() -> io.BytesIO:
+            if isinstance(raw, OSError):
+                raise raw
+            return io.BytesIO(raw)
+        return open_it
+
+    return FileChain([(label, opener(raw)) for label, raw in raws])
 
 
 def reference_chain_records(chain: FileChain, name: str, ports: Iterable[int],

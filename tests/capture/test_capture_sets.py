@@ -1,0 +1,341 @@
+"""One capture in several files (mqttwire.capture.sets): real captures of one MQTT session
+taken into ring buffers by dumpcap -b and tcpdump -C and cut by editcap -c and -i, each
+set read as one capture, against the file that mergecap -a makes of it; files that
+overlap in time, the grouping options, files missing or cut short."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import warnings
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from ring_captures import RingCaptures, make_ring_captures, merged
+
+from mqttwire.capture import CaptureSet, CaptureSetWarning, Record, read_capture
+from mqttwire.capture.sets import (
+    RING_NAMES,
+    TCPDUMP_NAMES,
+    FileTimes,
+    group_files,
+    plan_sets,
+    probe_file,
+    set_name_key,
+)
+
+pytestmark = pytest.mark.interop
+
+SCHEMES = {"editcap -c": RING_NAMES, "editcap -i": RING_NAMES,
+           "dumpcap -b filesize": RING_NAMES, "tcpdump -C": TCPDUMP_NAMES}
+
+
+@pytest.fixture(scope="module")
+def rings(tmp_path_factory: pytest.TempPathFactory) -> RingCaptures:
+    return make_ring_captures(tmp_path_factory.mktemp("rings"))
+
+
+@pytest.fixture(scope="module")
+def merges(rings: RingCaptures, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """mergecap -a of each set, by the set's name."""
+    out = tmp_path_factory.mktemp("merged")
+    return {name: merged(files, out / f"{name.replace(' ', '_')}.pcapng")
+            for name, files in rings.sets().items()}
+
+
+def comparable(records: list[Record]) -> list[list[tuple[str, Any]]]:
+    """Every field of every record, but the capture's name (in ``capture`` and in the
+    connection ids): a set is named after its first file, the merged file otherwise."""
+    out = []
+    for rec in records:
+        fields = []
+        for f in dataclasses.fields(Record):
+            value = getattr(rec, f.name)
+            if f.name == "capture":
+                continue
+            if f.name == "connection_id" and value is not None:
+                value = value.rsplit("#", 1)[1]
+            fields.append((f.name, repr(value)))
+        out.append(fields)
+    return out
+
+
+def read(source: Any, port: int, codec: ModuleType, **kw: Any) -> list[Record]:
+    return list(read_capture(source, ports=[port], codec=codec, payload_limit=64,
+                             stream_ends=True, **kw))
+
+
+def test_the_tools_cut_the_session(rings: RingCaptures) -> None:
+    """Every set has several files (else the tests below prove nothing)."""
+    for name, files in rings.sets().items():
+        assert len(files) >= 3, (name, files)
+
+
+def test_sets_are_recognised_by_name_and_time(rings: RingCaptures) -> None:
+    """Given every file at once, in no particular order: each tool's files are one set,
+    in their order, and the whole capture is read alone; nothing to note."""
+    everything = [rings.whole] + [f for files in rings.sets().values() for f in files]
+    given = [str(p) for p in reversed(everything)]
+    plan = group_files(given)
+    assert plan.notes == []
+    got = sorted((tuple(given[i] for i in members), how)
+                 for members, how in zip(plan.sets, plan.how))
+    want = sorted([((str(rings.whole),), "one file")] + [
+        (tuple(str(f) for f in files), SCHEMES[name]) for name, files in rings.sets().items()])
+    assert got == want
+
+
+def test_each_set_reads_as_its_merged_file(codec: ModuleType, rings: RingCaptures,
+                                           merges: dict[str, Path]) -> None:
+    """Each set read as one capture gives the records of its mergecap -a file, field by
+    field (the capture's name aside), in both capture loops (conftest.py); each record's
+    file is the one that holds its frame."""
+    for name, files in rings.sets().items():
+        (capture_set,), notes = plan_sets([str(f) for f in files])
+        assert notes == [] and capture_set.paths == tuple(str(f) for f in files)
+        assert capture_set.name == files[0].name
+        records = read(capture_set, rings.port, codec)
+        whole = read(merges[name], rings.port, codec)
+        assert comparable(records) == comparable(whole), name
+        assert {r.capture for r in records} == {files[0].name}
+        # Each file's frames, as the file alone numbers them, follow on in the set.
+        first, spans = 1, []
+        for f in files:
+            frames = probe_file(str(f)).frames
+            spans.append((first, first + frames - 1, f.name))
+            first += frames
+        for rec in records:
+            assert rec.frame is not None
+            (file,) = [n for lo, hi, n in spans if lo <= rec.frame <= hi]
+            assert capture_set.file_of(rec) == file
+        # Every file holds some of the session's records.
+        assert {capture_set.file_of(r) for r in records} == {f.name for f in files}
+
+
+def test_the_session_whole(codec: ModuleType, rings: RingCaptures) -> None:
+    """What the set gives and files read one by one do not: the four clients, each one
+    connection from its CONNECT to its DISCONNECT, and every QoS 1 and 2 exchange."""
+    files = [str(f) for f in rings.editcap_c]
+    records = read(files, rings.port, codec)  # a list of paths: grouped ("auto")
+    connections = {r.connection_id: r.client_id for r in records if r.kind == "packet"}
+    assert sorted(connections.values()) == ["pub4", "pub5", "sub4", "sub5"]
+    assert Counter(r.packet_type for r in records if r.packet_type in (
+        "CONNECT", "DISCONNECT")) == {"CONNECT": 4, "DISCONNECT": 4}
+    assert [r for r in records if r.kind not in ("packet", "end")] == []
+    # PUBLISH QoS 1 and 2 from the publishers and to the subscribers (sub4 at QoS 1 at
+    # most: its subscription's), each acknowledged.
+    sent = Counter(q for *_, q in _messages())
+    expected = {1: 3 * sent[1] + sent[2], 2: 2 * sent[2]}
+    for qos, acks in ((1, ("PUBACK",)), (2, ("PUBREC", "PUBREL", "PUBCOMP"))):
+        published = {(r.connection_id, r.direction, r.packet_id) for r in records
+                     if r.packet_type == "PUBLISH" and r.qos == qos}
+        assert len(published) == expected[qos]
+        for ack in acks:
+            acked = {(r.connection_id, r.direction, r.packet_id) for r in records
+                     if r.packet_type == ack}
+            assert {(c, p) for c, _, p in published} <= {(c, p) for c, _, p in acked}
+    # Read file by file ("never"), the same traffic is many connections, most of them
+    # without their CONNECT.
+    alone = read(files, rings.port, codec, group="never")
+    ids = {r.connection_id for r in alone if r.kind == "packet"}
+    assert len(ids) > 4 * (len(files) - 1)
+    assert len({r.capture for r in alone}) == len(files)
+    assert sum(1 for r in alone if r.kind == "packet" and r.client_id is None) > 0
+
+
+def _messages() -> list[tuple[str, str, int, int]]:
+    from ring_captures import MESSAGES
+
+    return MESSAGES
+
+
+def _copy(files: list[Path], directory: Path, names: list[str]) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for f, name in zip(files, names):
+        shutil.copy(f, directory / name)
+        out.append(directory / name)
+    return out
+
+
+def test_overlapping_files_are_not_stitched(codec: ModuleType, rings: RingCaptures,
+                                            merges: dict[str, Path], tmp_path: Path) -> None:
+    """Two capture points of the same session (tcpdump's whole file, and dumpcap's ring
+    merged), named as one ring buffer: their times overlap, so they are read as two
+    captures, with a warning; --group one stitches them all the same, saying so."""
+    a, b = _copy([rings.whole, merges["dumpcap -b filesize"]], tmp_path,
+                 ["pt_00001_20260101000000.pcap", "pt_00002_20260101000001.pcap"])
+    plan = group_files([str(a), str(b)])
+    assert plan.sets == [(0,), (1,)]
+    (note,) = plan.notes
+    assert note.startswith(f"{b.name} begins before the end of {a.name} (they overlap")
+    assert "read as separate captures" in note
+    with pytest.warns(CaptureSetWarning, match="overlap"):
+        records = read([str(a), str(b)], rings.port, codec)
+    assert comparable(records) == comparable(read(a, rings.port, codec)) + comparable(
+        read(b, rings.port, codec))
+    assert [r.capture for r in records[:1]] + [r.capture for r in records[-1:]] == [a.name,
+                                                                                    b.name]
+    # Forced: one capture, in time order, with a note.
+    forced = group_files([str(a), str(b)], "one")
+    assert forced.sets == [(0, 1)] and forced.how == ["--group one"]
+    assert "stitched all the same" in forced.notes[0]
+
+
+def test_group_never_and_one(codec: ModuleType, rings: RingCaptures,
+                             merges: dict[str, Path], tmp_path: Path) -> None:
+    """Names that no rotating tool's scheme explains (tcpdump -G's strftime names, say)
+    are separate captures unless --group one says otherwise; then they are read in the
+    order of their times, as their merged file.  --group never refuses a real set."""
+    pieces = rings.editcap_i
+    names = [f"g-{i}{chr(ord('z') - i)}.pcap" for i in range(len(pieces))]
+    files = [str(p) for p in _copy(pieces, tmp_path, names)]
+    given = list(reversed(files))
+    assert group_files(given).sets == [(i,) for i in range(len(files))]
+    (one,), notes = plan_sets(given, "one")
+    assert notes == [] and one.paths == tuple(files) and one.how == "--group one"
+    assert comparable(read(one, rings.port, codec)) == comparable(
+        read(merges["editcap -i"], rings.port, codec))
+    ring = [str(f) for f in rings.dumpcap]
+    assert group_files(ring, "never").sets == [(i,) for i in range(len(ring))]
+    assert group_files(ring, "one").sets == [tuple(range(len(ring)))]
+    with pytest.raises(ValueError, match="auto, never, one"):
+        group_files(ring, "always")
+
+
+def test_a_missing_file_is_noted_and_shows_as_gaps(codec: ModuleType,
+                                                   rings: RingCaptures) -> None:
+    files = [str(f) for f in rings.dumpcap]
+    del files[2]
+    (capture_set,), notes = plan_sets(files)
+    assert capture_set.paths == tuple(files)
+    (note,) = notes
+    assert "the numbers between 2 and 4 are missing" in note
+    records = read(capture_set, rings.port, codec)
+    assert [r for r in records if r.kind == "gap"]
+    assert {r.kind for r in records} <= {"packet", "gap", "error", "end"}
+
+
+def test_a_file_cut_short_ends_its_set(codec: ModuleType, rings: RingCaptures,
+                                       tmp_path: Path) -> None:
+    """A file that stops being a capture ends the set it is in (its capture error is
+    the set's last record), and the next file begins another set, with a note; read as
+    one set regardless, the error names the later files, not read."""
+    names = [f.name for f in rings.editcap_c]
+    files = _copy(rings.editcap_c, tmp_path, names)
+    with open(files[1], "r+b") as f:
+        f.truncate(files[1].stat().st_size - 10)
+    plan = group_files([str(f) for f in files])
+    assert plan.sets == [(0, 1), tuple(range(2, len(files)))]
+    assert f"{names[1]} cannot be read to its end" in plan.notes[0]
+    whole = CaptureSet(tuple(str(f) for f in files))
+    records = read(whole, rings.port, codec)
+    last = records[-1]
+    assert last.kind == "capture_error" and last.error is not None
+    assert last.error.startswith(f"{names[1]}: pcapng block claims")  # editcap's format
+    assert f"{len(files) - 2} later file(s) not read ({', '.join(names[2:])})" in last.error
+    assert whole.file_of(last) == names[1]
+
+
+def test_a_later_file_that_cannot_be_opened(codec: ModuleType, rings: RingCaptures,
+                                            tmp_path: Path) -> None:
+    files = [str(f) for f in rings.editcap_c[:2]] + [str(tmp_path / "gone.pcap")]
+    records = read(CaptureSet(tuple(files)), rings.port, codec)
+    assert records[-1].kind == "capture_error"
+    assert records[-1].error == "gone.pcap: cannot open it (No such file or directory) at offset 0"
+    with pytest.raises(FileNotFoundError):  # the first one: an OSError, as for one file
+        read(CaptureSet((files[2], files[0])), rings.port, codec)
+
+
+def test_dissect_reads_a_set_as_one(rings: RingCaptures, merges: dict[str, Path],
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from mqttwire.cli import main
+
+    files = [str(f) for f in rings.tcpdump_c]
+    assert main(["dissect", *files, "--port", str(rings.port)]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(f"mqttwire: {len(files)} files read as one capture, named "
+                          f"tc.pcap ({TCPDUMP_NAMES}): tc.pcap, tc.pcap1, ")
+    lines = out.splitlines()
+    starts = [line for line in lines if line.startswith("# tc.pcap: file ")]
+    assert [line.split()[3] for line in starts] == [f.rsplit("/", 1)[1] for f in files[1:]]
+    assert main(["dissect", str(merges["tcpdump -C"]), "--port", str(rings.port)]) == 0
+    whole = capsys.readouterr().out.splitlines()
+    strip = [line.replace("tc.pcap#", "#") for line in lines if not line.startswith("# ")]
+    assert strip == [line.replace("tcpdump_-C.pcapng#", "#") for line in whole]
+    assert main(["dissect", *files, "--port", str(rings.port), "--group", "never"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "# tc.pcap: file" not in out
+    assert len({line.split()[1].split("#")[0] for line in out.splitlines()
+                if not line.startswith("#")}) == len(files)
+
+
+# ---------------------------------------------------------------------------------------
+# The names and the grouping, without files
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("ring_00001_20261126183926.pcapng", (RING_NAMES, "ring\0.pcapng", 1)),
+    ("cut_00000_20261126183926.pcap", (RING_NAMES, "cut\0.pcap", 0)),
+    ("my_ring_00012_20261126183926", (RING_NAMES, "my_ring\0", 12)),
+    ("a_b_123456_20261126183926.pcap.gz", (RING_NAMES, "a_b\0.pcap.gz", 123456)),
+    ("tc.pcap7", (TCPDUMP_NAMES, "tc.pcap", 7)),
+    ("tc.pcap07", (TCPDUMP_NAMES, "tc.pcap", 7)),
+    ("capture.pcap", None),
+    ("run1.pcap", None),
+    ("ring_0001_20261126183926.pcapng", None),
+])
+def test_set_name_key(name: str, key: tuple[str, str, int] | None) -> None:
+    assert set_name_key(name) == key
+
+
+def _times(spans: dict[str, tuple[int | None, int | None]]) -> Any:
+    def probe(path: str) -> FileTimes:
+        first, last = spans[path.rsplit("/", 1)[-1]]
+        return FileTimes(first, last, 0 if first is None else 2)
+
+    return probe
+
+
+def test_tcpdump_ring_that_wrapped_is_read_in_time_order() -> None:
+    """tcpdump -C -W 3 overwrites f0, f1, f2 in turn: by number the times go back, by
+    time they follow on, so the time order is taken."""
+    probe = _times({"f0": (30, 39), "f1": (40, 49), "f2": (20, 29)})
+    plan = group_files(["d/f0", "d/f1", "d/f2"], probe=probe)
+    assert plan.sets == [(2, 0, 1)] and plan.notes == []
+
+
+def test_tcpdump_first_file_has_no_number() -> None:
+    probe = _times({"t.pcap": (0, 9), "t.pcap1": (10, 19), "t.pcap2": (20, 29),
+                    "u.pcap1": (0, 5)})
+    plan = group_files(["d/t.pcap2", "d/u.pcap1", "d/t.pcap", "d/t.pcap1"], probe=probe)
+    assert plan.sets == [(2, 3, 0), (1,)]
+
+
+def test_files_of_other_directories_are_not_one_set() -> None:
+    probe = _times({"c_00001_20260101000000.pcap": (0, 9),
+                    "c_00002_20260101000010.pcap": (10, 19)})
+    plan = group_files(["x/c_00001_20260101000000.pcap", "y/c_00002_20260101000010.pcap"],
+                       probe=probe)
+    assert plan.sets == [(0,), (1,)]
+
+
+def test_a_file_without_frames_joins_anywhere_and_probing_only_candidates() -> None:
+    probed: list[str] = []
+    spans = {"c_00001_20260101000000.pcap": (0, 9), "c_00002_20260101000010.pcap": (None, None),
+             "c_00003_20260101000020.pcap": (10, 19)}
+
+    def probe(path: str) -> FileTimes:
+        probed.append(path)
+        return _times(spans)(path)
+
+    plan = group_files(["d/alone.pcap"] + [f"d/{n}" for n in spans], probe=probe)
+    assert plan.sets == [(0,), (1, 2, 3)]
+    assert "d/alone.pcap" not in probed and len(probed) == 3
+    assert group_files(["d/alone.pcap"], "one", probe=probe).sets == [(0,)]
+    assert group_files([None, "d/alone.pcap"], "one", probe=probe).sets == [(0,), (1,)]
+    assert "d/alone.pcap" not in probed  # nothing to group it with
