@@ -174,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "bytes with several tasks at once (one per SIZE, at most one per core), "
                    "each keeping a share of its TCP connections; the tables are the same.  "
                    "0: never.  Default 32m")
+    p.add_argument("--group", choices=("auto", "never", "one"), default="auto",
+                   help=GROUP_HELP + ".  A set is read by one task (or by --share-size's "
+                   "tasks, each reading all of it), never split in ranges; only files "
+                   "that tasks open by path are grouped")
     p.add_argument("--writer", choices=("auto", "tasks", "spark"), default="auto",
                    help="who writes the Parquet files: tasks (each decoding task writes "
                    "its own with pyarrow, the driver moves them into place; DIR must be a "
@@ -344,7 +348,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         split_size=args.split_size or None, writer=args.writer,
         progress_interval=args.progress,
         summary_dir=args.summary_dir, driver_memory=args.driver_memory,
-        executor_memory=args.executor_memory, jvm_cache=args.jvm_cache)
+        executor_memory=args.executor_memory, jvm_cache=args.jvm_cache, group=args.group)
     if args.share_size is not None:
         options.share_size = args.share_size or None
     result = run_pipeline(options)

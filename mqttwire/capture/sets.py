@@ -361,6 +361,12 @@ class FileChain:
             f, self._open = self._open, None
             f.close()
 
+    def __enter__(self) -> FileChain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def file_of(self, frame: int | None) -> str:
         """The name of the file that holds frame number ``frame`` of the set; for a
         record of no frame (a capture error), the last file opened."""

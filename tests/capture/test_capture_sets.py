@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import subprocess
-import warnings
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -339,3 +338,154 @@ def test_a_file_without_frames_joins_anywhere_and_probing_only_candidates() -> N
     assert group_files(["d/alone.pcap"], "one", probe=probe).sets == [(0,)]
     assert group_files([None, "d/alone.pcap"], "one", probe=probe).sets == [(0,), (1,)]
     assert "d/alone.pcap" not in probed  # nothing to group it with
+
+
+# ---------------------------------------------------------------------------------------
+# The pipeline
+
+
+@dataclass
+class PipelineRuns:
+    """The inputs and the tables of the pipeline runs over them, per run."""
+
+    cut: list[Path]  # editcap -c's pieces
+    merged: Path  # their mergecap -a file
+    overlap: list[Path]  # two capture points of one session, named as one ring
+    tables: dict[str, dict[str, list[dict[str, Any]]]]  # run -> table -> rows
+    summaries: dict[str, str]
+    never: list[str]  # the packets' captures of ``cut``, read with group "never"
+
+
+@pytest.fixture(scope="module")
+def pipeline_runs(rings: RingCaptures, merges: dict[str, Path],
+                  tmp_path_factory: pytest.TempPathFactory) -> PipelineRuns:
+    """The pipeline on local[2] over editcap -c's set, its mergecap -a file, and two
+    overlapping files (the first pieces of tcpdump's and of tcpdump -C's capture): runs
+    "tasks" (the set one task), "split" (a split size of 2 MiB: the merged file is read
+    in ranges, the set whole) and "shares" (every file or set read by two tasks, each
+    keeping a share of its connections); and read_tables with group "never".  One Spark
+    session for all (the dumpcap and tcpdump -C sets read as theirs above: the pipeline
+    reads sets through the same code)."""
+    import pyarrow.dataset as ds
+
+    from mqttwire.spark import JavaMissing, PipelineOptions, find_java, read_tables, run_pipeline
+    from mqttwire.spark.session import make_session
+
+    try:
+        find_java()
+    except JavaMissing as exc:
+        pytest.fail(f"Spark needs Java: {exc}")
+    root = tmp_path_factory.mktemp("pipeline-inputs")
+    (merged_file,) = _copy([merges["editcap -c"]], root / "merged", ["cut.pcapng"])
+    overlap = _copy([rings.editcap_c[0], rings.tcpdump_c[0]], root / "overlap",
+                    ["pt_00001_20260101000000.pcap", "pt_00002_20260101000001.pcap"])
+    inputs = ([str(f) for f in rings.editcap_c] + [str(merged_file)]
+              + [str(f) for f in overlap])
+    spark = make_session("local[2]")
+    tables: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    summaries: dict[str, str] = {}
+    try:
+        for run, extra in (("tasks", {"share_size": None}),
+                           ("split", {"split_size": 2 << 20, "share_size": None}),
+                           ("shares", {"share_size": 1})):
+            out = tmp_path_factory.mktemp(f"out-{run}")
+            options = PipelineOptions(inputs, str(out), master="local[2]", progress_interval=0,
+                                      ports=[rings.port], **extra)  # type: ignore[arg-type]
+            run_pipeline(options, spark=spark)
+            tables[run] = {name: ds.dataset(out / name, format="parquet",
+                                            partitioning="hive" if name == "packets" else None
+                                            ).to_table().to_pylist()
+                           for name in ("packets", "connections", "messages", "retained",
+                                        "errors")}
+            summaries[run] = (out / "summary.md").read_text()
+        never = read_tables(spark, [str(f) for f in rings.editcap_c], ports=[rings.port],
+                            group="never")
+        captures = sorted(r["capture"] for r in never.packets.select("capture").distinct()
+                          .toArrow().to_pylist())
+    finally:
+        spark.stop()
+    return PipelineRuns(rings.editcap_c, merged_file, overlap, tables, summaries, captures)
+
+
+def _rows_of(rows: list[dict[str, Any]], capture: str) -> list[str]:
+    """The rows of one capture, without its name (``capture``, the connection ids) and
+    without ``file``, as sorted texts."""
+    out = []
+    for row in rows:
+        if row["capture"] != capture:
+            continue
+        row = {k: v for k, v in row.items() if k not in ("capture", "file")}
+        if row.get("connection_id") is not None:
+            row["connection_id"] = row["connection_id"].rsplit("#", 1)[1]
+        out.append(repr(sorted(row.items())))
+    return sorted(out)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("run", ["tasks", "split", "shares"])
+def test_pipeline_reads_a_set_as_its_merged_file(pipeline_runs: PipelineRuns, run: str) -> None:
+    """Every table of a set is the merged file's, but for the capture's name; each
+    packet's file is the one that holds its frame."""
+    tables = pipeline_runs.tables[run]
+    files = pipeline_runs.cut
+    name, merged_name = files[0].name, pipeline_runs.merged.name
+    for table, rows in tables.items():
+        assert _rows_of(rows, name) == _rows_of(rows, merged_name), table
+        if table not in ("errors", "retained"):  # no errors, no retained messages
+            assert _rows_of(rows, name), table
+    first, spans = 1, []
+    for f in files:
+        frames = probe_file(str(f)).frames
+        spans.append((first, first + frames - 1, f.name))
+        first += frames
+    for row in tables["packets"]:
+        if row["capture"] == name:
+            (file,) = [n for lo, hi, n in spans if lo <= row["frame"] <= hi]
+            assert row["file"] == file
+        elif row["capture"] == merged_name:
+            assert row["file"] == merged_name
+    assert {r["file"] for r in tables["packets"] if r["capture"] == name} == {
+        f.name for f in files}
+    # One connection per client, none joined mid-stream, every exchange complete.
+    connections = [r for r in tables["connections"] if r["capture"] == name]
+    assert sorted(r["client_id"] for r in connections) == ["pub4", "pub5", "sub4", "sub5"]
+    assert not any(r["joined_mid_stream"] for r in connections)
+    statuses = Counter(r["status"] for r in tables["messages"] if r["capture"] == name)
+    assert set(statuses) == {"complete"}, statuses
+    # The overlapping files: two captures, each its own.
+    captures = {r["capture"] for r in tables["packets"]}
+    assert {f.name for f in pipeline_runs.overlap} <= captures
+    assert len(captures) == 2 + 2
+
+
+@pytest.mark.spark
+def test_pipeline_summary_names_the_sets(pipeline_runs: PipelineRuns) -> None:
+    summary = pipeline_runs.summaries["tasks"]
+    assert "## Capture sets" in summary
+    cut = pipeline_runs.cut
+    assert (f"- {len(cut)} files read as one capture, named {cut[0].name} ({RING_NAMES}): "
+            + ", ".join(f.name for f in cut)) in summary
+    a, b = pipeline_runs.overlap
+    assert f"- {b.name} begins before the end of {a.name} (they overlap in time" in summary
+    assert f"Inputs: {len(cut) + 1 + 2} capture file(s)" in summary
+
+
+@pytest.mark.spark
+def test_pipeline_group_never(pipeline_runs: PipelineRuns) -> None:
+    assert pipeline_runs.never == sorted(f.name for f in pipeline_runs.cut)
+
+
+def test_pipeline_group_option() -> None:
+    from mqttwire.cli import build_parser
+    from mqttwire.spark.pipeline import _check_reading
+
+    args = build_parser().parse_args(["pipeline", "x", "--out", "o"])
+    assert args.group == "auto"
+    args = build_parser().parse_args(["pipeline", "x", "--out", "o", "--group", "one"])
+    assert args.group == "one"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["pipeline", "x", "--out", "o", "--group", "all"])
+    with pytest.raises(ValueError, match="group must be one of auto, never, one"):
+        _check_reading("auto", None, None, "all")
+    with pytest.raises(ValueError, match="group 'one' needs the files opened by path"):
+        _check_reading("binaryfile", None, None, "one")
