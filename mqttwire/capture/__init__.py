@@ -22,7 +22,7 @@ import os
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
-from typing import BinaryIO, Union
+from typing import BinaryIO, Union, cast
 
 from .._impl import IMPLEMENTATION
 from .link import IPFragment, TcpSegment, parse_frame
@@ -141,6 +141,7 @@ def read_capture(
         yield from _read_set(source, name, ports, payload_limit, codec, version,
                              max_pending, stream_ends)
         return
+    source = cast(Union[str, "os.PathLike[str]", BinaryIO], source)  # one file
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
             yield from _read(f, name or os.path.basename(os.fspath(source)), ports,

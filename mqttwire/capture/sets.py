@@ -239,9 +239,9 @@ def group_files(paths: Sequence[str | None], mode: str = "auto", *,
         chains += [([i], "one file") for i in alone]
     elif mode == "auto":
         grouped: set[int] = set()
-        for scheme, members in _candidates(paths):
-            ok = set(probed(i for _, i in members))
-            numbered = [(n, i) for n, i in members if i in ok]
+        for scheme, candidates in _candidates(paths):
+            ok = set(probed(i for _, i in candidates))
+            numbered = [(n, i) for n, i in candidates if i in ok]
             order = [i for _, i in numbered]
             wrapped = False
             if not _in_time(order, times):

@@ -310,11 +310,10 @@ def _listed_files(rows: Iterable[Listed], how: Decoding, counters: Counters
             continue
         share = Share(index, count) if count > 1 else None
         if parts is not None:  # a set of files, read as one capture (.sets)
-            from .sets import set_chain
+            from .sets import set_opener
 
-            chain = set_chain(parts)
-            yield from _file_task(name, lambda chain=chain: chain, size, how, counters,
-                                  share, len(chain.files))
+            opener, files = set_opener(parts)
+            yield from _file_task(name, opener, size, how, counters, share, files)
             continue
         yield from _file_task(name, partial(open, path, "rb"), size, how, counters, share)
 

@@ -20,7 +20,7 @@ from typing import BinaryIO
 from ..capture.sets import FileChain, group_files
 from .inputs import CaptureFile, local_path
 
-__all__ = ["SetFile", "group_inputs", "set_chain", "set_lines"]
+__all__ = ["SetFile", "group_inputs", "set_chain", "set_lines", "set_opener"]
 
 
 @dataclass
@@ -69,6 +69,13 @@ def set_chain(parts: str) -> FileChain:
     """The FileChain of a listing row's ``parts`` (:meth:`SetFile.parts`)."""
     files = json.loads(parts)
     return FileChain([(name, _opener(path)) for name, path in files])
+
+
+def set_opener(parts: str) -> tuple[Callable[[], FileChain], int]:
+    """What a task opens for a listing row's ``parts``: the set's FileChain (made
+    when opened), and how many files it holds."""
+    count = len(json.loads(parts))
+    return lambda: set_chain(parts), count
 
 
 def _opener(path: str) -> Callable[[], BinaryIO]:

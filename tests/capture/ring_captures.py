@@ -144,8 +144,8 @@ def make_ring_captures(workdir: Path) -> RingCaptures:
             _capturing(["dumpcap", "-i", "lo", "-f", filt, "-b", "filesize:1000", "-w",
                         str(workdir / "ring" / "ring.pcapng")], "Capturing on"), \
             _capturing(["tcpdump", "-i", "lo", "-U", "--immediate-mode", "-s", "0",
-                        "-B", "32768", "-C", "1", "-Z", "root", "-w", str(workdir / "tc" / "tc.pcap"),
-                        filt], "listening on"), \
+                        "-B", "32768", "-C", "1", "-Z", "root",  # -Z: F1, F2... as root
+                        "-w", str(workdir / "tc" / "tc.pcap"), filt], "listening on"), \
             maker.tcpdump(str(whole), port):
         _session(mqtt, port)
     subprocess.run(["editcap", "-c", "150", str(whole), str(workdir / "ec" / "cut.pcap")],
