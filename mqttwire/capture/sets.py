@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 import re
 from bisect import bisect_right
+from operator import attrgetter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -301,6 +302,8 @@ def _cut(order: list[int], times: dict[int, FileTimes], names: Sequence[str],
 #: Opens one file of a set for reading.
 Opener = Callable[[], BinaryIO]
 
+_FRAME = attrgetter("frame")
+
 
 class FileChain:
     """The files of one set as the capture loops read them: opened one at a time, in
@@ -375,11 +378,17 @@ class FileChain:
         return self.names[max(0, bisect_right(self.starts, frame) - 1)]
 
     def files_of(self, records: Sequence[object]) -> list[str]:
-        """:meth:`file_of` each record's ``frame``."""
+        """:meth:`file_of` each record's ``frame``.  (A batch of records mostly lies in
+        one file: then one name for all, without a look-up each.)"""
         if len(self.names) == 1:
             return [self.names[0]] * len(records)
+        frames = list(map(_FRAME, records))
+        if frames and None not in frames:
+            first = bisect_right(self.starts, min(frames))
+            if first == bisect_right(self.starts, max(frames)):
+                return [self.names[max(0, first - 1)]] * len(records)
         file_of = self.file_of
-        return [file_of(getattr(r, "frame")) for r in records]
+        return [file_of(frame) for frame in frames]
 
 
 @dataclass

@@ -489,3 +489,25 @@ def test_pipeline_group_option() -> None:
         _check_reading("auto", None, None, "all")
     with pytest.raises(ValueError, match="group 'one' needs the files opened by path"):
         _check_reading("binaryfile", None, None, "one")
+
+
+def test_files_of_a_batch() -> None:
+    """FileChain.files_of: each record's file by its frame, also for a batch across a
+    boundary, out of order, or holding a record of no frame (the last file's)."""
+    import io
+
+    from mqttwire.capture.sets import FileChain
+
+    chain = FileChain([(name, lambda: io.BytesIO(b"")) for name in ("a", "b", "c")])
+    for frames in (0, 10, 10):  # a: frames 1-10, b: none, c: 11 on
+        chain.open_next(frames)
+    chain.close()
+
+    def recs(*frames: int | None) -> list[Record]:
+        return [Record("packet", "a", frame=f) for f in frames]
+
+    assert chain.files_of(recs(1, 2, 10)) == ["a"] * 3
+    assert chain.files_of(recs(11, 30)) == ["c", "c"]
+    assert chain.files_of(recs(12, 9, 11)) == ["c", "a", "c"]
+    assert chain.files_of(recs(3, None)) == ["a", "c"]
+    assert chain.files_of([]) == []
