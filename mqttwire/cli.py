@@ -135,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "pipeline", help="captures to Parquet tables and a summary, on Spark",
-        description="Decode capture files on Spark (one task per file, per share of the "
+        description="Decode capture files on Spark (one task per file or set of files "
+        "that are one capture (--group), per share of the "
         "connections of a file of at least --share-size, or per range of a file larger "
         "than --split-size) and write the "
         "tables packets, connections, messages, retained and errors as Parquet under "

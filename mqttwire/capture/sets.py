@@ -36,6 +36,14 @@ overlap it stitches.  A set's name (the ``capture`` of its records and connectio
 its first file's name; each record's file is known from its frame number
 (:meth:`FileChain.file_of`).
 
+Which file a record came from is not a field of :class:`~.records.Record`: Record's
+fields are filled by position in the compiled loop's hot path (shared_slots.py's
+RECORD_FIELDS), and a field that is the same for every record of a file would cost every
+record of every capture a slot.  The file follows from the frame number instead: the
+chain keeps the first frame number of each file (:meth:`FileChain.file_of`,
+:meth:`CaptureSet.file_of`), and the pipeline's ``file`` column is made from it a batch
+at a time.
+
 Only the standard library and the capture reader are used here: no Spark.
 """
 
