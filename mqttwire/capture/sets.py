@@ -51,13 +51,28 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from bisect import bisect_right
 from operator import attrgetter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .pcap import CaptureFormatError, iter_frames
+from .pcap import (
+    _EPB,
+    _IDB,
+    _OPB,
+    _PCAP_MAGIC_NS,
+    _PCAP_MAGIC_US,
+    _SHB,
+    _SPB,
+    CHUNK,
+    MAX_FRAME,
+    CaptureFormatError,
+    _Pcapng,
+    _Source,
+    iter_frames,
+)
 
 __all__ = ["GROUP_MODES", "CaptureSet", "FileChain", "FileTimes", "SetPlan", "group_files",
            "plan_sets", "probe_file", "set_name_key"]
@@ -83,32 +98,156 @@ class FileTimes:
     Attributes:
         first_ts, last_ts: the times (ns) of its first and last frames; None if it holds
             none.
-        frames: how many frames it holds (up to ``error``).
+        frames: how many frames it holds (up to ``error``); None where they were not
+            counted (a pcapng file whose last frame was found from its end).
         error: why it cannot be read to its end, or None.
     """
 
     first_ts: int | None
     last_ts: int | None
-    frames: int
+    frames: int | None
     error: str | None = None
 
 
 def probe_file(path: str) -> FileTimes:
-    """The frame times of the capture file at ``path`` (a pass over its record headers:
-    the frames are not parsed).  Raises OSError if it cannot be opened."""
+    """The frame times of the capture file at ``path``, read without decoding its frames
+    (see :func:`scan_file` for the reference).  Raises OSError if it cannot be opened.
+
+    The driver probes every candidate file of a set before the reading starts, so this
+    must cost little next to the reading: a classic pcap file's record headers are
+    hopped through (no frame is sliced out); a pcapng file's last packet block is found
+    from its end (each block ends with its length), so only its first and last blocks
+    are read.  Whatever that shortcut cannot vouch for (a block that does not match its
+    length: a file cut short; a section, interface or packet block of another kind among
+    the last blocks; a last time before the first) is scanned whole, as scan_file does.
+    The last packet's interface is taken as numbered in the first packet's section:
+    dumpcap, editcap and mergecap write one section a file; in a file of several
+    sections with other interfaces, the last time could be misjudged, which matters
+    only to the grouping."""
+    name = os.path.basename(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+        try:
+            if magic == b"\x0a\x0d\x0d\x0a":
+                quick = _pcapng_ends(f, name)
+                if quick is not None:
+                    return quick
+            else:
+                for endian in "<>":
+                    (value,) = struct.unpack(endian + "I", magic) if len(magic) == 4 else (0,)
+                    if value in (_PCAP_MAGIC_US, _PCAP_MAGIC_NS):
+                        return _pcap_hop(f, name, endian, value == _PCAP_MAGIC_NS)
+        except CaptureFormatError as exc:
+            return FileTimes(None, None, 0, str(exc))
+        f.seek(0)
+        return _scan(f, name)
+
+
+def scan_file(path: str) -> FileTimes:
+    """The frame times of the capture file at ``path``, every frame read (the
+    reference of :func:`probe_file`)."""
+    with open(path, "rb") as f:
+        return _scan(f, os.path.basename(path))
+
+
+def _scan(f: BinaryIO, name: str) -> FileTimes:
     first = last = None
     frames = 0
     error = None
-    with open(path, "rb") as f:
-        try:
-            for frame in iter_frames(f, os.path.basename(path)):
-                if first is None:
-                    first = frame.ts
-                last = frame.ts
-                frames += 1
-        except CaptureFormatError as exc:
-            error = str(exc)
+    try:
+        for frame in iter_frames(f, name):
+            if first is None:
+                first = frame.ts
+            last = frame.ts
+            frames += 1
+    except CaptureFormatError as exc:
+        error = str(exc)
     return FileTimes(first, last, frames, error)
+
+
+def _pcap_hop(f: BinaryIO, name: str, endian: str, nanos: bool) -> FileTimes:
+    """A classic pcap file's frame times, from its record headers (read a chunk at a
+    time; the data between them skipped).  The errors are pcap.py's."""
+    size = os.fstat(f.fileno()).st_size
+    if size < 24:
+        raise CaptureFormatError(name, 0, "pcap file header truncated (24 bytes needed)")
+    unpack = struct.Struct(endian + "IIII").unpack_from
+    scale = 1 if nanos else 1000
+    first = last = None
+    frames = 0
+    off = 24  # the file offset of the chunk's first record header
+    try:
+        while off < size:
+            f.seek(off)
+            buf = f.read(CHUNK)
+            n = len(buf)
+            if n < 16:
+                raise CaptureFormatError(name, off, "pcap record header truncated")
+            pos = 0
+            while n - pos >= 16:
+                sec, frac, caplen, _ = unpack(buf, pos)
+                if caplen > MAX_FRAME:
+                    raise CaptureFormatError(
+                        name, off + pos, f"pcap record length {caplen} is implausible "
+                                         "(corrupt file)")
+                end = pos + 16 + caplen
+                if off + end > size:
+                    raise CaptureFormatError(
+                        name, off + pos, f"pcap record claims {caplen} bytes but the file "
+                                         f"ends after {size - off - pos - 16}")
+                last = sec * 1_000_000_000 + frac * scale
+                if first is None:
+                    first = last
+                frames += 1
+                pos = end
+            off += pos  # past the chunk when its last record goes on after it
+    except CaptureFormatError as exc:
+        return FileTimes(first, last, frames, str(exc))
+    return FileTimes(first, last, frames)
+
+
+def _pcapng_ends(f: BinaryIO, name: str) -> FileTimes | None:
+    """A pcapng file's first and last frame times: the blocks from the start to the
+    first frame, then the blocks from the end back to the last packet block; None where
+    that cannot be trusted (then the caller scans the whole file)."""
+    f.seek(0)
+    reader = _Pcapng(_Source(f, name))
+    while True:
+        block = reader.block()  # raises CaptureFormatError
+        if block is False:
+            return FileTimes(None, None, 0)  # read to its end: no frames
+        if block is not True:
+            first: int = block.ts
+            first_end = reader.src.base + reader.src.pos
+            break
+    endian, interfaces = reader.endian, reader.interfaces
+    size = os.fstat(f.fileno()).st_size
+    pos = size
+    head = struct.Struct(endian + "II")
+    # After the last packet come at most a few blocks (interface statistics, name
+    # resolution, a custom block): walking back further is not worth it.
+    for _ in range(16):
+        if pos - 12 < first_end:
+            return None
+        f.seek(pos - 4)
+        (total,) = struct.unpack(endian + "I", f.read(4))
+        if total < 12 or total & 3 or total > pos - first_end:
+            return None
+        f.seek(pos - total)
+        data = f.read(min(total, 28))
+        block_type, length = head.unpack_from(data)
+        if length != total or block_type in (_SHB, _IDB, _SPB, _OPB):
+            return None  # a file cut short, another section or interface: scan it
+        if block_type == _EPB:
+            if total < 32:
+                return None
+            if_id, ts_hi, ts_lo = struct.unpack_from(endian + "III", data, 8)
+            if if_id >= len(interfaces):
+                return None
+            last = interfaces[if_id].ns((ts_hi << 32) | ts_lo)
+            return FileTimes(first, last, None) if last >= first else None
+        pos -= total
+    return None
 
 
 @dataclass(frozen=True)
@@ -179,7 +318,7 @@ def _follows(before: FileTimes, after: FileTimes) -> bool:
 
 
 def _in_time(order: Sequence[int], times: dict[int, FileTimes]) -> bool:
-    framed = [times[i] for i in order if times[i].frames]
+    framed = [times[i] for i in order if times[i].first_ts is not None]
     return all(_follows(a, b) for a, b in zip(framed, framed[1:]))
 
 
@@ -237,7 +376,7 @@ def group_files(paths: Sequence[str | None], mode: str = "auto", *,
             # first: it adds nothing wherever it goes).
             order = sorted(members, key=lambda i: (
                 -1 if times[i].first_ts is None else times[i].first_ts, i))
-        framed = [i for i in order if times[i].frames]
+        framed = [i for i in order if times[i].first_ts is not None]
         for a, b in zip(framed, framed[1:]):
             if not _follows(times[a], times[b]):
                 notes.append(f"{names[b]} begins before the end of {names[a]} (they "
@@ -298,7 +437,7 @@ def _cut(order: list[int], times: dict[int, FileTimes], names: Sequence[str],
             last = None
         else:
             chains[-1].append(i)
-        if t.frames:
+        if t.first_ts is not None:
             last = i
     return chains
 

@@ -24,6 +24,7 @@ from mqttwire.capture.sets import (
     group_files,
     plan_sets,
     probe_file,
+    scan_file,
     set_name_key,
 )
 
@@ -104,7 +105,7 @@ def test_each_set_reads_as_its_merged_file(codec: ModuleType, rings: RingCapture
         # Each file's frames, as the file alone numbers them, follow on in the set.
         first, spans = 1, []
         for f in files:
-            frames = probe_file(str(f)).frames
+            frames = scan_file(str(f)).frames
             spans.append((first, first + frames - 1, f.name))
             first += frames
         for rec in records:
@@ -144,6 +145,30 @@ def test_the_session_whole(codec: ModuleType, rings: RingCaptures) -> None:
     assert len(ids) > 4 * (len(files) - 1)
     assert len({r.capture for r in alone}) == len(files)
     assert sum(1 for r in alone if r.kind == "packet" and r.client_id is None) > 0
+
+
+def test_probe_file_as_scan_file(rings: RingCaptures, merges: dict[str, Path],
+                                 tmp_path: Path) -> None:
+    """The driver's quick look at a file (record headers hopped; a pcapng file's last
+    packet found from its end) finds the times and errors of a full read: on every
+    file here (classic pcap and pcapng) and on copies cut short in a header, in a
+    frame and in a pcapng block."""
+    files = [rings.whole, *merges.values()] + [f for s in rings.sets().values() for f in s]
+    for source, cut in ((rings.whole, 8), (rings.whole, 5000), (rings.tcpdump_c[1], 3),
+                        (rings.dumpcap[1], 10), (rings.dumpcap[2], 4000),
+                        (rings.editcap_c[0], 1)):
+        copy = tmp_path / f"{cut}-{source.name}"
+        data = source.read_bytes()
+        copy.write_bytes(data[:len(data) - cut])
+        files.append(copy)
+    errors = 0
+    for f in files:
+        quick, full = probe_file(str(f)), scan_file(str(f))
+        assert (quick.first_ts, quick.last_ts, quick.error) == (
+            full.first_ts, full.last_ts, full.error), f
+        assert quick.frames in (None, full.frames)
+        errors += full.error is not None
+    assert errors == 6
 
 
 def _messages() -> list[tuple[str, str, int, int]]:
@@ -435,7 +460,7 @@ def test_pipeline_reads_a_set_as_its_merged_file(pipeline_runs: PipelineRuns, ru
             assert _rows_of(rows, name), table
     first, spans = 1, []
     for f in files:
-        frames = probe_file(str(f)).frames
+        frames = scan_file(str(f)).frames
         spans.append((first, first + frames - 1, f.name))
         first += frames
     for row in tables["packets"]:
