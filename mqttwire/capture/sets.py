@@ -381,7 +381,8 @@ def group_files(paths: Sequence[str | None], mode: str = "auto", *,
             if not _follows(times[a], times[b]):
                 notes.append(f"{names[b]} begins before the end of {names[a]} (they "
                              "overlap in time): stitched all the same, as --group one "
-                             "asked; the overlap's segments count as retransmissions")
+                             "asked; traffic that both hold is read twice (again as new "
+                             "connections, or as retransmissions of open ones)")
         if order:
             chains.append((order, "--group one"))
         chains += [([i], "one file") for i in alone]

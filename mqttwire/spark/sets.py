@@ -54,6 +54,11 @@ def group_inputs(files: list[CaptureFile], mode: str, *, by_path: bool = True
         return list(files), []
     paths = [local_path(f.uri) if f.problem is None else None for f in files]
     plan = group_files(paths, mode, labels=[f.name for f in files])
+    notes = list(plan.notes)
+    if mode == "one":
+        notes += [f"{f.name}: not a local path, read alone (only files that the tasks "
+                  "open by path are grouped)"
+                  for f, path in zip(files, paths) if path is None and f.problem is None]
     units: list[CaptureFile] = []
     for members, how in zip(plan.sets, plan.how):
         if len(members) == 1:
@@ -62,7 +67,7 @@ def group_inputs(files: list[CaptureFile], mode: str, *, by_path: bool = True
         parts = [files[i] for i in members]
         units.append(SetFile(parts[0].uri, sum(f.size for f in parts), parts[0].name,
                              members=parts, how=how))
-    return units, plan.notes
+    return units, notes
 
 
 def set_chain(parts: str) -> FileChain:
