@@ -116,6 +116,26 @@ def test_each_set_reads_as_its_merged_file(codec: ModuleType, rings: RingCapture
         assert {capture_set.file_of(r) for r in records} == {f.name for f in files}
 
 
+def test_a_set_of_pcap_and_pcapng_files(codec: ModuleType, rings: RingCaptures,
+                                        merges: dict[str, Path], tmp_path: Path) -> None:
+    """A set's files need not share a format: editcap -c's pieces (pcapng), every other
+    one rewritten as classic pcap, read as the merged file."""
+    import subprocess
+
+    files = []
+    for i, piece in enumerate(rings.editcap_c):
+        if i % 2:
+            files.append(str(piece))
+            continue
+        copy = tmp_path / piece.name
+        subprocess.run(["editcap", "-F", "pcap", str(piece), str(copy)], check=True,
+                       timeout=60)
+        assert copy.read_bytes()[:4] == b"\xd4\xc3\xb2\xa1"  # classic pcap, microseconds
+        files.append(str(copy))
+    records = read(CaptureSet(tuple(files)), rings.port, codec)
+    assert comparable(records) == comparable(read(merges["editcap -c"], rings.port, codec))
+
+
 def test_the_session_whole(codec: ModuleType, rings: RingCaptures) -> None:
     """What the set gives and files read one by one do not: the four clients, each one
     connection from its CONNECT to its DISCONNECT, and every QoS 1 and 2 exchange."""
