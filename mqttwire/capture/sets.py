@@ -15,8 +15,11 @@ How :func:`group_files` recognises sets (mode "auto"): **names propose, times co
 
 1. Names.  Files of one directory whose names follow one of the two schemes above with
    the same PREFIX and EXT (or the same F) are candidates, ordered by their number
-   (``F`` alone is number 0).  Nothing else is grouped without being asked: two
-   captures that merely follow each other in time (separate runs, say) stay separate.
+   (``F`` alone is number 0).  So are, among the other files of a directory, those whose
+   names are alike but for their numbers (``tcpdump -G``'s strftime names:
+   ``cap-20261126184501.pcap``), ordered by those numbers; but names alike say less
+   than a tool's scheme (separate runs are often named so), so these must also show a
+   TCP connection going on across each boundary (step 3).
 2. Times.  Each candidate's first and last frame times are read (every record header of
    the file: a pass over the file before it is decoded, only for candidates).  A file
    joins the set of the one before it when its first frame is at or after that file's
@@ -28,6 +31,12 @@ How :func:`group_files` recognises sets (mode "auto"): **names propose, times co
    set's capture ends with that file's capture error, as one file's would), and a note
    says so.  Numbers that skip one (a file missing) are noted too: its traffic shows as
    gaps.
+3. TCP, for names alike only.  Some direction of a TCP connection whose segments end
+   the first file (among its last :data:`EDGE_FRAMES` frames, not ended by a FIN or
+   RST) must begin the next (among its first EDGE_FRAMES, without a SYN) at a sequence
+   number close to where it stopped (:func:`continues`).  Where none does, the files
+   are read as separate captures, and a note says so (``--group one`` joins them).
+   This reads the whole of those files once more (:func:`tcp_edges`).
 
 Mode "never" reads every file as a capture of its own; mode "one" reads all of them as
 one capture, in the order of their names' numbers when they are all one candidate group,
@@ -74,8 +83,9 @@ from .pcap import (
     iter_frames,
 )
 
-__all__ = ["GROUP_MODES", "CaptureSet", "FileChain", "FileTimes", "SetPlan", "group_files",
-           "plan_sets", "probe_file", "set_name_key"]
+__all__ = ["GROUP_MODES", "CaptureSet", "FileChain", "FileTimes", "SetPlan", "TcpEdges",
+           "alike_key", "continues", "group_files", "plan_sets", "probe_file", "scan_file",
+           "set_name_key", "tcp_edges"]
 
 #: The values of the grouping option (``--group``, ``read_capture``'s ``group``).
 GROUP_MODES = ("auto", "never", "one")
@@ -89,6 +99,16 @@ _TCPDUMP = re.compile(r"^(?P<stem>.*\D)(?P<number>\d+)$")
 #: The schemes, as notes name them.
 RING_NAMES = "dumpcap -b / editcap -c, -i file names"
 TCPDUMP_NAMES = "tcpdump -C file names"
+ALIKE_NAMES = ("names alike but for their numbers (tcpdump -G's, say), a TCP connection "
+               "going on across each boundary")
+
+#: How many frames at each end of a file tell whether a TCP connection goes on across
+#: the boundary (:func:`tcp_edges`).
+EDGE_FRAMES = 64
+#: A segment's sequence number this close to where the connection's last segment in the
+#: file before ended (either way: retransmissions, bytes in flight) continues it; a new
+#: connection on the same addresses and ports starts at a random number, 2**32 wide.
+SEQ_SLACK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -282,9 +302,21 @@ def set_name_key(name: str) -> tuple[str, str, int] | None:
     return None
 
 
-def _candidates(paths: Sequence[str | None]) -> list[tuple[str, list[tuple[int, int]]]]:
-    """The name groups of two files or more: (scheme, [(number, index)...] by number)."""
-    groups: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
+#: A file's place in its name group: its name's numbers.
+Numbers = tuple[int, ...]
+
+
+def alike_key(name: str) -> tuple[str, Numbers] | None:
+    """A name with every run of digits replaced by "#", and those numbers; None for a
+    name without digits.  Files of one directory with equal keys are alike."""
+    numbers = tuple(int(n) for n in re.findall(r"\d+", name))
+    return (re.sub(r"\d+", "#", name), numbers) if numbers else None
+
+
+def _candidates(paths: Sequence[str | None]) -> list[tuple[str, list[tuple[Numbers, int]]]]:
+    """The name groups of two files or more: (scheme, [(numbers, index)...] by number):
+    the rotating tools' schemes first, then names alike among the other files."""
+    groups: dict[tuple[str, str, str], list[tuple[Numbers, int]]] = {}
     names: dict[tuple[str, str], int] = {}
     for i, path in enumerate(paths):
         if path is not None:
@@ -294,11 +326,11 @@ def _candidates(paths: Sequence[str | None]) -> list[tuple[str, list[tuple[int, 
         if found is None:
             continue
         scheme, key, number = found
-        groups.setdefault((directory, scheme, key), []).append((number, i))
+        groups.setdefault((directory, scheme, key), []).append(((number,), i))
     # tcpdump -C's first file, F, has no number: it joins the group of F1, F2, ...
     for (directory, scheme, key), members in groups.items():
         if scheme == TCPDUMP_NAMES and (directory, key) in names:
-            members.append((0, names[(directory, key)]))
+            members.append(((0,), names[(directory, key)]))
     out = []
     taken: set[int] = set()
     # A name such as "cap_00001_20260101000000" (no extension) fits both schemes: the
@@ -308,6 +340,11 @@ def _candidates(paths: Sequence[str | None]) -> list[tuple[str, list[tuple[int, 
         if len(members) >= 2:
             out.append((scheme, members))
             taken.update(i for _, i in members)
+    alike: dict[tuple[str, str], list[tuple[Numbers, int]]] = {}
+    for (directory, base), i in names.items():
+        if i not in taken and (key_numbers := alike_key(base)) is not None:
+            alike.setdefault((directory, key_numbers[0]), []).append((key_numbers[1], i))
+    out += [(ALIKE_NAMES, sorted(members)) for members in alike.values() if len(members) > 1]
     return out
 
 
@@ -388,6 +425,7 @@ def group_files(paths: Sequence[str | None], mode: str = "auto", *,
         chains += [([i], "one file") for i in alone]
     elif mode == "auto":
         grouped: set[int] = set()
+        edges: dict[int, TcpEdges] = {}
         for scheme, candidates in _candidates(paths):
             ok = set(probed(i for _, i in candidates))
             numbered = [(n, i) for n, i in candidates if i in ok]
@@ -399,19 +437,121 @@ def group_files(paths: Sequence[str | None], mode: str = "auto", *,
                 if _in_time(by_time, times):
                     order, wrapped = by_time, True
             if not wrapped and scheme == RING_NAMES:
-                for (n, a), (m, b) in zip(numbered, numbered[1:]):
+                for ((n,), a), ((m,), b) in zip(numbered, numbered[1:]):
                     if m > n + 1:
                         notes.append(f"{names[a]} and {names[b]}: the numbers between "
                                      f"{n} and {m} are missing; their traffic shows as "
                                      "gaps")
             for chain in _cut(order, times, names, notes):
-                chains.append((chain, scheme if len(chain) > 1 else "one file"))
-                grouped.update(chain)
+                if scheme == ALIKE_NAMES:
+                    # Names alike say less than a tool's: separate runs are often named
+                    # so.  A TCP connection going on from one file into the next says
+                    # they are pieces of one capture.
+                    parts = _cut_tcp(chain, paths, times, names, notes, edges)
+                else:
+                    parts = [chain]
+                for part in parts:
+                    chains.append((part, scheme if len(part) > 1 else "one file"))
+                    grouped.update(part)
         chains += [([i], "one file") for i in range(len(paths)) if i not in grouped]
     else:
         chains = [([i], "one file") for i in range(len(paths))]
     chains.sort(key=lambda c: min(c[0]))
     return SetPlan([tuple(c) for c, _ in chains], [how for _, how in chains], notes)
+
+
+@dataclass(frozen=True)
+class TcpEdges:
+    """The TCP segments at the ends of a file (:func:`tcp_edges`).
+
+    Attributes:
+        head: per direction (source address and port, destination address and port),
+            the sequence number and flags of its first segment among the file's first
+            :data:`EDGE_FRAMES` frames.
+        tail: per direction, the sequence number after its last segment among the
+            file's last EDGE_FRAMES frames (SYN and FIN count one), unless a RST or FIN
+            ended it there.
+    """
+
+    head: dict[tuple[bytes, int, bytes, int], tuple[int, int]]
+    tail: dict[tuple[bytes, int, bytes, int], int]
+
+
+def tcp_edges(path: str) -> TcpEdges:
+    """The TCP segments at the ends of the capture file at ``path`` (every frame is read;
+    the first and last :data:`EDGE_FRAMES` are parsed).  Raises OSError if it cannot be
+    opened; a file that stops being a capture gives what was read before."""
+    from collections import deque
+
+    from .link import TcpSegment, parse_frame
+
+    head: dict[tuple[bytes, int, bytes, int], tuple[int, int]] = {}
+    last: deque[tuple[int, bytes]] = deque(maxlen=EDGE_FRAMES)
+    with open(path, "rb") as f:
+        try:
+            for frame in iter_frames(f, os.path.basename(path)):
+                if frame.number <= EDGE_FRAMES:
+                    seg = parse_frame(frame.linktype, frame.data)
+                    if isinstance(seg, TcpSegment):
+                        head.setdefault((seg.src, seg.sport, seg.dst, seg.dport),
+                                        (seg.seq, seg.flags))
+                last.append((frame.linktype, bytes(frame.data)))
+        except CaptureFormatError:
+            pass
+    tail: dict[tuple[bytes, int, bytes, int], int] = {}
+    for linktype, data in last:
+        seg = parse_frame(linktype, memoryview(data))
+        if not isinstance(seg, TcpSegment):
+            continue
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        if seg.flags & 0x05:  # FIN or RST: that direction does not go on
+            tail.pop(key, None)
+            continue
+        tail[key] = (seg.seq + seg.wire_len + (seg.flags >> 1 & 1)) & 0xFFFFFFFF
+    return TcpEdges(head, tail)
+
+
+def continues(before: TcpEdges, after: TcpEdges) -> bool:
+    """Whether a TCP connection goes on from the end of one file into the next: a
+    direction whose first segment in ``after`` is no SYN and carries on, by its sequence
+    number, from where it stopped in ``before``."""
+    for key, (seq, flags) in after.head.items():
+        nxt = before.tail.get(key)
+        if nxt is None or flags & 0x02:
+            continue
+        if min((seq - nxt) & 0xFFFFFFFF, (nxt - seq) & 0xFFFFFFFF) < SEQ_SLACK:
+            return True
+    return False
+
+
+def _cut_tcp(chain: list[int], paths: Sequence[str | None], times: dict[int, FileTimes],
+             names: Sequence[str], notes: list[str],
+             edges: dict[int, TcpEdges]) -> list[list[int]]:
+    """``chain`` (of files whose names are alike) cut where no TCP connection goes on
+    from one file with frames into the next."""
+    def edge(i: int) -> TcpEdges:
+        if i not in edges:
+            path = paths[i]
+            assert path is not None  # probed
+            try:
+                edges[i] = tcp_edges(path)
+            except OSError:
+                edges[i] = TcpEdges({}, {})
+        return edges[i]
+
+    parts: list[list[int]] = [[]]
+    last: int | None = None
+    for i in chain:
+        if last is not None and times[i].first_ts is not None:
+            if not continues(edge(last), edge(i)):
+                notes.append(f"{names[last]} and {names[i]}: names alike and times that "
+                             "follow on, but no TCP connection goes on from one into the "
+                             "other: read as separate captures (--group one joins them)")
+                parts.append([])
+        parts[-1].append(i)
+        if times[i].first_ts is not None:
+            last = i
+    return [part for part in parts if part]
 
 
 def _cut(order: list[int], times: dict[int, FileTimes], names: Sequence[str],

@@ -18,9 +18,13 @@ from ring_captures import RingCaptures, make_ring_captures, merged
 
 from mqttwire.capture import CaptureSet, CaptureSetWarning, Record, read_capture
 from mqttwire.capture.sets import (
+    ALIKE_NAMES,
     RING_NAMES,
     TCPDUMP_NAMES,
     FileTimes,
+    TcpEdges,
+    alike_key,
+    continues,
     group_files,
     plan_sets,
     probe_file,
@@ -232,9 +236,10 @@ def test_overlapping_files_are_not_stitched(codec: ModuleType, rings: RingCaptur
 
 def test_group_never_and_one(codec: ModuleType, rings: RingCaptures,
                              merges: dict[str, Path], tmp_path: Path) -> None:
-    """Names that no rotating tool's scheme explains (tcpdump -G's strftime names, say)
-    are separate captures unless --group one says otherwise; then they are read in the
-    order of their times, as their merged file.  --group never refuses a real set."""
+    """Names that are not alike (neither a rotating tool's scheme, nor equal but for
+    their numbers) are separate captures unless --group one says otherwise; then they
+    are read in the order of their times, as their merged file.  --group never refuses a
+    real set."""
     pieces = rings.editcap_i
     names = [f"g-{i}{chr(ord('z') - i)}.pcap" for i in range(len(pieces))]
     files = [str(p) for p in _copy(pieces, tmp_path, names)]
@@ -249,6 +254,57 @@ def test_group_never_and_one(codec: ModuleType, rings: RingCaptures,
     assert group_files(ring, "one").sets == [tuple(range(len(ring)))]
     with pytest.raises(ValueError, match="auto, never, one"):
         group_files(ring, "always")
+
+
+def test_names_alike_are_one_set_when_a_connection_goes_on(
+        codec: ModuleType, rings: RingCaptures, merges: dict[str, Path],
+        tmp_path: Path) -> None:
+    """Names that differ only in their numbers (tcpdump -G's strftime names) are one set
+    when the times follow on and a TCP connection goes on from each file into the next:
+    editcap -i's pieces named as tcpdump -G names its files; but two separate sessions
+    named alike (the sample capture and this one: other connections) stay apart, with a
+    note."""
+    import datetime
+
+    names = []
+    for piece in rings.editcap_i:
+        first = scan_file(str(piece)).first_ts
+        assert first is not None
+        when = datetime.datetime.fromtimestamp(first / 1e9, datetime.timezone.utc)
+        names.append(f"g-{when:%Y%m%d%H%M%S}.pcap")
+    files = [str(p) for p in _copy(rings.editcap_i, tmp_path / "g", names)]
+    (capture_set,), notes = plan_sets(list(reversed(files)))
+    assert notes == [] and capture_set.paths == tuple(files)
+    assert capture_set.how == ALIKE_NAMES
+    assert comparable(read(capture_set, rings.port, codec)) == comparable(
+        read(merges["editcap -i"], rings.port, codec))
+    runs = _copy([Path(__file__).resolve().parents[2] / "examples" / "sample.pcapng",
+                  merges["editcap -i"]], tmp_path / "runs", ["run-1.pcapng", "run-2.pcapng"])
+    plan = group_files([str(p) for p in runs])
+    assert plan.sets == [(0,), (1,)]
+    assert plan.notes == ["run-1.pcapng and run-2.pcapng: names alike and times that follow "
+                          "on, but no TCP connection goes on from one into the other: read "
+                          "as separate captures (--group one joins them)"]
+
+
+def test_continues() -> None:
+    key = (b"\x7f\x00\x00\x01", 40000, b"\x7f\x00\x00\x01", 1883)
+    before = TcpEdges({}, {key: 0xFFFFFF00})
+    assert continues(before, TcpEdges({key: (0x10, 0x18)}, {}))  # wraps around 2**32
+    assert continues(before, TcpEdges({key: (0xFFFF0000, 0x10)}, {}))  # a retransmission
+    assert not continues(before, TcpEdges({key: (0x10, 0x02)}, {}))  # a SYN: a new one
+    assert not continues(before, TcpEdges({key: (0x7FFF0000, 0x10)}, {}))  # far off
+    other = (key[0], 40001, key[2], key[3])
+    assert not continues(before, TcpEdges({other: (0xFFFFFF00, 0x10)}, {}))
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("g-20261126184501.pcap", ("g-#.pcap", (20261126184501,))),
+    ("cap_2026-11-26_18:45:01.pcapng", ("cap_#-#-#_#:#:#.pcapng", (2026, 11, 26, 18, 45, 1))),
+    ("capture.pcap", None),
+])
+def test_alike_key(name: str, key: tuple[str, tuple[int, ...]] | None) -> None:
+    assert alike_key(name) == key
 
 
 def test_a_missing_file_is_noted_and_shows_as_gaps(codec: ModuleType,
