@@ -91,10 +91,11 @@ def _bytes(text: str) -> int:
 
 GROUP_HELP = ("which input files are pieces of one capture, read as one (a TCP connection "
               "followed across them): auto (the files of a dumpcap -b ring buffer, an "
-              "editcap -c/-i split or tcpdump -C, by their names, when their frame times "
-              "follow on: files that overlap in time stay separate; the default), never "
-              "(each file its own capture), one (all files one capture, in their names' "
-              "or else their times' order)")
+              "editcap -c/-i split or tcpdump -C, by their names, or files named alike "
+              "but for their numbers, as tcpdump -G names them, that a TCP connection "
+              "crosses; when their frame times follow on: files that overlap in time "
+              "stay separate; the default), never (each file its own capture), one (all "
+              "files one capture, in their names' or else their times' order)")
 
 ASSUME_HELP = ("the protocol level (3, 4 or 5) of connections whose CONNECT is not in the "
                "capture; without it, the level is inferred from their traffic (3.1.1 when "
