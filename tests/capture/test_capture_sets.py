@@ -234,6 +234,21 @@ def test_overlapping_files_are_not_stitched(codec: ModuleType, rings: RingCaptur
     assert "stitched all the same" in forced.notes[0]
 
 
+def test_dissect_says_what_it_did_with_overlapping_files(
+        rings: RingCaptures, merges: dict[str, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from mqttwire.cli import main
+
+    a, b = _copy([rings.whole, merges["dumpcap -b filesize"]], tmp_path,
+                 ["pt_00001_20260101000000.pcap", "pt_00002_20260101000001.pcap"])
+    assert main(["dissect", str(a), str(b), "--port", str(rings.port)]) == 0
+    out, err = capsys.readouterr()
+    assert err == (f"mqttwire: {b.name} begins before the end of {a.name} (they overlap in "
+                   "time: two capture points, or a copy?): read as separate captures, not "
+                   "stitched (--group one stitches them)\n")
+    assert {line.split()[1].split("#")[0] for line in out.splitlines()} == {a.name, b.name}
+
+
 def test_group_never_and_one(codec: ModuleType, rings: RingCaptures,
                              merges: dict[str, Path], tmp_path: Path) -> None:
     """Names that are not alike (neither a rotating tool's scheme, nor equal but for
