@@ -290,7 +290,10 @@ def _dissect_one(args: argparse.Namespace, capture_set: CaptureSet) -> int:
             frames = True
             if several and capture_set.file_of(rec) != current:
                 current = capture_set.file_of(rec)
-                print(f"# {capture_set.name}: file {current} from frame {rec.frame}")
+                chain = capture_set.chain
+                assert chain is not None  # set by the reading
+                start = chain.starts[chain.names.index(current)]
+                print(f"# {capture_set.name}: file {current} (its frames from {start})")
             if rec.version_source in _INFERRED and rec.connection_id not in told:
                 told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
                 print(f"# {rec.connection_id}: "

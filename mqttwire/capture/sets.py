@@ -688,7 +688,7 @@ class CaptureSet:
         name: the capture's name (in records and connection ids); default the first
             file's base name.
         labels: each file's name (in errors, and from :meth:`file_of`); default their
-            base names.
+            base names (their paths where two base names are equal).
         how: why they are one capture, in words.
     """
 
@@ -705,6 +705,8 @@ class CaptureSet:
             raise ValueError("a capture set holds one file at least")
         if not self.labels:
             self.labels = tuple(os.path.basename(p) for p in self.paths)
+            if len(set(self.labels)) < len(self.labels):  # files of several directories
+                self.labels = self.paths
         if len(self.labels) != len(self.paths):
             raise ValueError("a capture set needs one label per file")
         if not self.name:

@@ -378,6 +378,10 @@ def test_dissect_reads_a_set_as_one(rings: RingCaptures, merges: dict[str, Path]
     lines = out.splitlines()
     starts = [line for line in lines if line.startswith("# tc.pcap: file ")]
     assert [line.split()[3] for line in starts] == [f.rsplit("/", 1)[1] for f in files[1:]]
+    first = 1
+    for f, line in zip(files, starts):  # each file's first frame: after the one before
+        first += scan_file(f).frames or 0
+        assert line.endswith(f"(its frames from {first})")
     assert main(["dissect", str(merges["tcpdump -C"]), "--port", str(rings.port)]) == 0
     whole = capsys.readouterr().out.splitlines()
     strip = [line.replace("tc.pcap#", "#") for line in lines if not line.startswith("# ")]
