@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .capture import Record
+    from .capture import CaptureSet, Record
 
 __all__ = ["build_parser", "main"]
 
@@ -98,6 +98,13 @@ EXIT_STATUS = ("Exit status 0 when every capture was read to its end; 1 when an 
                "on stderr with the reason; 2 for a usage error.  Files in a folder that "
                "are not captures are skipped (named, not errors).")
 
+GROUP_HELP = ("which input files are pieces of one capture, read as one (a TCP connection "
+              "followed across them): auto (the files of a dumpcap -b ring buffer, an "
+              "editcap -c/-i split or tcpdump -C, by their names, or files named alike "
+              "but for their numbers, as tcpdump -G names them, that a TCP connection "
+              "crosses; when their frame times follow on: files that overlap in time "
+              "stay separate; the default), never (each file its own capture), one (all "
+              "files one capture, in their names' or else their times' order)")
 
 ASSUME_HELP = ("the protocol level (3, 4 or 5) of connections whose CONNECT is not in the "
                "capture; without it, the level is inferred from their traffic (3.1.1 when "
@@ -121,10 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dissect", help="print the MQTT records of captures (no Spark)",
                        description="Read pcap or pcapng captures (gzip-compressed too), "
                        "reassemble TCP, and print one line per MQTT packet, error or gap.  "
-                       "Where a file stops being a capture, it says so on stderr and goes "
-                       "on with the next.  " + EXIT_STATUS)
+                       "Files that are pieces of one capture (a ring buffer) are read as "
+                       "one: see --group.  Where a file stops being a capture, it says so on "
+                       "stderr and goes on with the next capture.  " + EXIT_STATUS)
     p.add_argument("captures", nargs="+", metavar="CAPTURE",
                    help="a pcap or pcapng file, or a folder: its captures, recursively")
+    p.add_argument("--group", choices=("auto", "never", "one"), default="auto",
+                   help=GROUP_HELP)
     p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
                    help="an MQTT server port (repeatable; default 1883); a connection on "
                    "another port counts too when it starts with a CONNECT")
@@ -135,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "pipeline", help="captures to Parquet tables and a summary, on Spark",
-        description="Decode capture files on Spark (one task per file, per share of the "
+        description="Decode capture files on Spark (one task per file or set of files "
+        "that are one capture (--group), per share of the "
         "connections of a file of at least --share-size, or per range of a file larger "
         "than --split-size) and write the "
         "tables packets, connections, messages, retained and errors as Parquet under "
@@ -175,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "bytes with several tasks at once (one per SIZE, at most one per core), "
                    "each keeping a share of its TCP connections; the tables are the same.  "
                    "0: never.  Default 32m")
+    p.add_argument("--group", choices=("auto", "never", "one"), default="auto",
+                   help=GROUP_HELP + ".  A set is read by one task (or by --share-size's "
+                   "tasks, each reading all of it), never split in ranges; only files "
+                   "that tasks open by path are grouped")
     p.add_argument("--writer", choices=("auto", "tasks", "spark"), default="auto",
                    help="who writes the Parquet files: tasks (each decoding task writes "
                    "its own with pyarrow, the driver moves them into place; DIR must be a "
@@ -241,42 +256,83 @@ def _decodes(data: bytes, version: int) -> bool:
 
 
 def _dissect(args: argparse.Namespace) -> int:
-    from .capture import read_capture
     from .capture.files import local_inputs, skipped_line
+    from .capture.sets import CaptureSet, group_files
 
-    ports = args.ports or [1883]
     told: set[str] = set()  # connections whose inferred level was announced
     files, skipped = local_inputs(args.captures)
     if skipped:
         print(skipped_line(len(skipped), [s.name for s in skipped]), file=sys.stderr)
     failed = 0  # inputs not read to their end (EXIT_STATUS)
-    for item in files:
-        if item.problem is not None:
-            print(f"mqttwire: {item.name}: {item.problem}", file=sys.stderr)
-            failed += 1
-            continue
-        try:
-            for rec in read_capture(item.path, ports=ports, payload_limit=args.payload_limit,
-                                    version=args.assume_version, name=item.name):
-                if rec.kind == "capture_error":
-                    # The file stops being a capture here (the last record): what came
-                    # before it was printed; the error names the file and the offset.
-                    print(f"mqttwire: {rec.error}", file=sys.stderr)
-                    failed += 1
-                    continue
-                if rec.version_source in _INFERRED and rec.connection_id not in told:
-                    told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
-                    print(f"# {rec.connection_id}: "
-                          + _INFERRED[rec.version_source].format(rec.protocol_version))
-                print(_record_line(rec))
-        except BrokenPipeError:  # `mqttwire dissect x.pcap | head`: the reader has gone
-            # Keep the interpreter's final flush of stdout from failing again.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-        except OSError as exc:
-            print(f"mqttwire: {item.name}: {exc.strerror or exc}", file=sys.stderr)
-            failed += 1
+    readable = [item for item in files if item.problem is None]
+    # Files that are pieces of one capture (a ring buffer, a split) are read as one
+    # (mqttwire.capture.sets); each capture in turn, where its first file is among the
+    # inputs.
+    plan = group_files([f.path for f in readable], args.group,
+                       labels=[f.name for f in readable])
+    for note in plan.notes:
+        print(f"mqttwire: {note}", file=sys.stderr)
+    sets = {id(readable[members[0]]): CaptureSet(
+                tuple(readable[i].path for i in members),
+                labels=tuple(readable[i].name for i in members), how=how)
+            for members, how in zip(plan.sets, plan.how)}
+    try:
+        for item in files:
+            if item.problem is not None:
+                print(f"mqttwire: {item.name}: {item.problem}", file=sys.stderr)
+                failed += 1
+                continue
+            capture_set = sets.get(id(item))
+            if capture_set is None:
+                continue  # read with the set that it is part of
+            if len(capture_set.paths) > 1:
+                print(f"mqttwire: {len(capture_set.paths)} files read as one capture, named "
+                      f"{capture_set.name} ({capture_set.how}): "
+                      f"{', '.join(capture_set.labels)}", file=sys.stderr)
+            failed += _dissect_one(args, capture_set, told)
+    except BrokenPipeError:  # `mqttwire dissect x.pcap | head`: the reader has gone
+        # Keep the interpreter's final flush of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 1 if failed else 0
+
+
+def _dissect_one(args: argparse.Namespace, capture_set: CaptureSet, told: set[str]) -> int:
+    """Print one capture's records (a file, or a set's files: a comment line where the
+    next file begins); 1 if it could not be read to its end (the reason on stderr),
+    else 0.  ``told``: the connections whose inferred level was announced."""
+    from .capture import read_capture
+
+    ports = args.ports or [1883]
+    several = len(capture_set.paths) > 1
+    source: str | CaptureSet = capture_set if several else capture_set.paths[0]
+    current = capture_set.labels[0]
+    try:
+        for rec in read_capture(source, ports=ports, payload_limit=args.payload_limit,
+                                version=args.assume_version, name=capture_set.name):
+            if rec.kind == "capture_error":
+                # The capture stops here (the last record): what came before it was
+                # printed; the error names the file and the offset.
+                print(f"mqttwire: {rec.error}", file=sys.stderr)
+                return 1
+            if several and capture_set.file_of(rec) != current:
+                current = capture_set.file_of(rec)
+                chain = capture_set.chain
+                assert chain is not None  # set by the reading
+                start = chain.starts[chain.names.index(current)]
+                print(f"# {capture_set.name}: file {current} (its frames from {start})")
+            if rec.version_source in _INFERRED and rec.connection_id not in told:
+                told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
+                print(f"# {rec.connection_id}: "
+                      + _INFERRED[rec.version_source].format(rec.protocol_version))
+            print(_record_line(rec))
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        print(f"mqttwire: {exc.filename or capture_set.name}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 #: What ``dissect`` says before the first record of a connection whose level was not
@@ -324,7 +380,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         split_size=args.split_size or None, writer=args.writer,
         progress_interval=args.progress,
         summary_dir=args.summary_dir, driver_memory=args.driver_memory,
-        executor_memory=args.executor_memory, jvm_cache=args.jvm_cache)
+        executor_memory=args.executor_memory, jvm_cache=args.jvm_cache, group=args.group)
     if args.share_size is not None:
         options.share_size = args.share_size or None
     result = run_pipeline(options)

@@ -6,7 +6,8 @@ The layers, each usable alone:
 - :func:`parse_frame` (link.py): the TCP segment (or IP fragment) in a frame;
 - :class:`TcpReassembler` (tcp.py): TCP connections into ordered byte streams;
 - :class:`MqttStreams` (records.py): those streams decoded into :class:`Record` objects;
-- :func:`read_capture`: all of the above for one file.
+- :func:`read_capture`: all of the above for one file, or for several (those that are
+  pieces of one capture, a *set*, read as one: :mod:`.sets`).
 
 :func:`read_capture` runs its per-frame loop in the compiled module
 :mod:`mqttwire.capture._fast` when it reads with the Cython codec; the pure-Python layers
@@ -18,15 +19,17 @@ built), and they handle everything the compiled loop hands over to them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
-from typing import BinaryIO, Union
+from typing import BinaryIO, Union, cast
 
 from .._impl import IMPLEMENTATION
 from .link import IPFragment, TcpSegment, parse_frame
-from .loop import _read_pure
+from .loop import _read_pure, _read_pure_chain
 from .pcap import CaptureFormatError, Frame, iter_frames
 from .records import MqttStreams, Record, looks_like_connect
+from .sets import CaptureSet, FileChain, plan_sets
 from .tcp import TcpConnection, TcpReassembler, TcpStream
 
 try:
@@ -38,6 +41,8 @@ except ImportError:  # a pure-Python install or run
 
 __all__ = [
     "CaptureFormatError",
+    "CaptureSet",
+    "CaptureSetWarning",
     "Frame",
     "IPFragment",
     "MqttStreams",
@@ -50,14 +55,23 @@ __all__ = [
     "looks_like_connect",
     "parse_frame",
     "read_capture",
+    "read_chain",
     "read_with",
 ]
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
+#: What read_capture reads: one file, a planned set, or several paths (grouped).
+Source = Union[PathOrFile, CaptureSet, Sequence[Union[str, "os.PathLike[str]"]]]
+
+
+class CaptureSetWarning(UserWarning):
+    """How :func:`read_capture` grouped several files is worth knowing: files that
+    overlap in time (read as separate captures), a file that ends its set early, a
+    file of a set missing (see :mod:`mqttwire.capture.sets`)."""
 
 
 def read_capture(
-    source: PathOrFile,
+    source: Source,
     *,
     ports: Iterable[int] = (1883,),
     payload_limit: int | None = None,
@@ -66,11 +80,15 @@ def read_capture(
     name: str | None = None,
     max_pending: int = 1 << 20,
     stream_ends: bool = False,
+    group: str = "auto",
 ) -> Iterator[Record]:
     """Yield the MQTT records of a pcap or pcapng capture, in capture order.
 
     Args:
-        source: a path, or a binary file object open for reading.
+        source: a path, or a binary file object open for reading; or a
+            :class:`CaptureSet` (files read as one capture, in order); or a list or tuple
+            of paths, grouped as ``group`` says into captures, which are read one after
+            the other, each with its own name and connections.
         ports: the MQTT server ports (a connection on another port is MQTT too when its
             client's first bytes are a CONNECT).
         payload_limit: keep each PUBLISH payload cut to this many bytes in
@@ -80,12 +98,25 @@ def read_capture(
             not in the capture; None infers it from their traffic (see
             ``Record.version_source``).
         name: the capture's name in records and connection ids; default the file's base
-            name.
+            name (a set's: its first file's; not with a list of paths).
         max_pending: the most out-of-order bytes held per TCP stream.
         stream_ends: also yield, when a direction of an MQTT connection ends, a record of
             kind "end" saying how (``Record.end_reason``: "fin", "rst" or "eof"), in its
             place among the records, after that direction's last record.  It covers no
             stream bytes (``length`` 0 at the direction's end offset).  Off by default.
+        group: for a list of paths, which of them are one capture: "auto" (the files
+            of a ring buffer or a split, recognised by their names and confirmed by their
+            times: :mod:`.sets`), "never" (each file alone) or "one" (all of them one
+            capture).  What is worth knowing about the grouping (files that overlap in
+            time, read as separate captures, say) comes as a :class:`CaptureSetWarning`.
+            To know each record's file, plan the sets yourself
+            (:func:`mqttwire.capture.sets.plan_sets`) and read each :class:`CaptureSet`:
+            its ``file_of(record)`` says.
+
+    Records of a set are those of the file that ``mergecap -a`` makes of its files:
+    frame numbers count on from file to file, and a connection that crosses files is one.
+    A file of a set that stops being a capture ends the set's capture there (its
+    capture_error record names the file and the later files not read).
 
     A corrupt or truncated file does not raise: the records decoded so far are yielded,
     open streams are ended, and a last record of kind "capture_error" says what is wrong
@@ -95,6 +126,22 @@ def read_capture(
         from .._impl import impl
 
         codec = impl
+    if isinstance(source, (list, tuple)):
+        if name is not None:
+            raise ValueError("name names one capture: not with a list of paths (give a "
+                             "CaptureSet)")
+        sets, notes = plan_sets([os.fspath(p) for p in source], group)
+        for note in notes:
+            warnings.warn(note, CaptureSetWarning, stacklevel=2)
+        for capture_set in sets:
+            yield from _read_set(capture_set, None, ports, payload_limit, codec, version,
+                                 max_pending, stream_ends)
+        return
+    if isinstance(source, CaptureSet):
+        yield from _read_set(source, name, ports, payload_limit, codec, version,
+                             max_pending, stream_ends)
+        return
+    source = cast(Union[str, "os.PathLike[str]", BinaryIO], source)  # one file
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
             yield from _read(f, name or os.path.basename(os.fspath(source)), ports,
@@ -103,6 +150,30 @@ def read_capture(
         label = name or os.path.basename(str(getattr(source, "name", "<stream>")))
         yield from _read(source, label, ports, payload_limit, codec, version, max_pending,
                          stream_ends)
+
+
+def _read_set(capture_set: CaptureSet, name: str | None, ports: Iterable[int],
+              payload_limit: int | None, codec: ModuleType, version: int | None,
+              max_pending: int, stream_ends: bool) -> Iterator[Record]:
+    """The records of a set; one file read as a file is (the same loop and checks)."""
+    label = name or capture_set.name
+    if len(capture_set.paths) == 1:
+        capture_set.open_chain()  # for file_of
+        with open(capture_set.paths[0], "rb") as f:
+            yield from _read(f, label, ports, payload_limit, codec, version, max_pending,
+                             stream_ends)
+        return
+    yield from _read_chain(capture_set.open_chain(), label, ports, payload_limit, codec,
+                           version, max_pending, stream_ends)
+
+
+def _read_chain(chain: FileChain, name: str, ports: Iterable[int],
+                payload_limit: int | None, codec: ModuleType, version: int | None,
+                max_pending: int, stream_ends: bool) -> Iterator[Record]:
+    """The records of the files of ``chain``, as one capture (see :func:`read_chain`)."""
+    handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
+                          version=version, max_pending=max_pending, stream_ends=stream_ends)
+    return read_chain(chain, handler)
 
 
 def _read(f: BinaryIO, name: str, ports: Iterable[int], payload_limit: int | None,
@@ -122,3 +193,12 @@ def read_with(f: BinaryIO, handler: MqttStreams) -> Iterator[Record]:
     if _fast is not None and handler.codec is _fast.CODEC:
         return _fast.FastReader(f, handler)
     return _read_pure(f, handler)
+
+
+def read_chain(chain: FileChain, handler: MqttStreams) -> Iterator[Record]:
+    """:func:`read_with` over the files of a set (:class:`~.sets.FileChain`), read as
+    one capture: the compiled loop or the pure one, as there; each file is opened as
+    the one before it ends, and closed when the next is opened or the reading ends."""
+    if _fast is not None and handler.codec is _fast.CODEC:
+        return _fast.FastReader(None, handler, chain)
+    return _read_pure_chain(chain, handler)

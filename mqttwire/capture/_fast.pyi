@@ -5,14 +5,17 @@ from types import ModuleType
 from typing import BinaryIO
 
 from .records import MqttStreams, Record
+from .sets import FileChain
 
 CODEC: ModuleType
 """The codec module this loop decodes with (mqttwire._speedups)."""
 
 class FastReader(Iterator[Record]):
-    """Iterate over the records of a capture, as ``_read_pure(f, handler)`` does."""
+    """Iterate over the records of a capture, as ``_read_pure(f, handler)`` does (or of
+    the files of a set, as ``_read_pure_chain(chain, handler)`` does)."""
 
-    def __init__(self, f: BinaryIO, handler: MqttStreams) -> None: ...
+    def __init__(self, f: BinaryIO | None, handler: MqttStreams,
+                 chain: FileChain | None = None) -> None: ...
     def __iter__(self) -> FastReader: ...
     def __next__(self) -> Record: ...
 

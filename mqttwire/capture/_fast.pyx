@@ -382,10 +382,16 @@ cdef enum:
 
 
 cdef class FastReader:
-    """Iterate over the records of a capture, as ``_read_pure(f, handler)`` does."""
+    """Iterate over the records of a capture, as ``_read_pure(f, handler)`` does; or,
+    given ``chain`` (and None for ``f``), over the files of a set as one capture, as
+    ``_read_pure_chain(chain, handler)`` does: at a file's clean end, the next file is
+    opened and read on with the same state (streams, frame numbers, time); only the
+    last file's end ends the streams."""
 
     cdef object f, handler, reassembler, streams, out, src, ng, view, buf
     cdef object capture, payload_limit
+    cdef object chain  # the files of a set (sets.FileChain), or None for one file
+    cdef object label  # the file's name in CaptureFormatError
     cdef int state
     cdef Py_ssize_t out_pos
     # the chunk being read: buf (bytes) as p[0:n], base its file offset, pos the reader's
@@ -414,10 +420,14 @@ cdef class FastReader:
             raise MemoryError()
         memset(self.cache, 0, sizeof(_Slot) << CACHE_BITS)
 
-    def __init__(self, f, handler not None):
+    def __init__(self, f, handler not None, chain=None):
         if type(handler) is not MqttStreams:
             raise TypeError("handler must be a MqttStreams")
+        if (f is None) == (chain is None):
+            raise TypeError("give a file or a chain of files, not both")
         self.f = f
+        self.chain = chain
+        self.label = handler.capture
         self.handler = handler
         self.reassembler = handler.reassembler
         self.streams = self.reassembler._streams
@@ -470,21 +480,32 @@ cdef class FastReader:
         """Process frames until some records are out, or the capture ends."""
         cdef list out = self.out
         try:
-            if self.state == ST_START:
-                self._open()
-            if self.state == ST_PCAP:
-                while PyList_GET_SIZE(out) == 0:
-                    if not self._pcap_frame():
-                        break
-            else:
-                while PyList_GET_SIZE(out) == 0:
-                    if not self._pcapng_block():
-                        break
-            if PyList_GET_SIZE(out):
-                return 0
+            while True:
+                if self.state == ST_START:
+                    if self.chain is not None:
+                        opened = self.chain.open_next(self.index)
+                        if opened is None:
+                            break
+                        self.f, self.label = opened
+                    self._open()
+                if self.state == ST_PCAP:
+                    while PyList_GET_SIZE(out) == 0:
+                        if not self._pcap_frame():
+                            break
+                else:
+                    while PyList_GET_SIZE(out) == 0:
+                        if not self._pcapng_block():
+                            break
+                if PyList_GET_SIZE(out):
+                    return 0
+                if self.chain is None:
+                    break
+                self.state = ST_START  # the file ended cleanly: on to the set's next
             failure = None
         except CaptureFormatError as exc:
-            failure = exc
+            failure = exc if self.chain is None else self.chain.failed(exc)
+        if self.chain is not None:
+            self.chain.close()
         self.state = ST_DONE
         self._sync_frame()
         _finish(self.handler, self.ts, failure)
@@ -492,7 +513,7 @@ cdef class FastReader:
 
     cdef int _open(self) except -1:
         self.state = ST_DONE  # if the header is bad, _run finishes
-        self.src = src = _Source(self.f, self.capture)
+        self.src = src = _Source(self.f, self.label)
         fmt, endian, nanos = _detect(src)
         if fmt == "pcapng":
             self.ng = _Pcapng(src)

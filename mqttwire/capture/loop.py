@@ -1,6 +1,7 @@
 """The per-frame loop of :func:`mqttwire.capture.read_capture`, in pure Python.
 
-:func:`_read_pure` is the reference loop (and the one used with the pure codec, or where
+:func:`_read_pure` is the reference loop (:func:`_read_pure_chain` the same over the
+files of a set) (and the one used with the pure codec, or where
 the compiled :mod:`mqttwire.capture._fast` is not built); :func:`_frame` and
 :func:`_finish` are the steps both loops share: the compiled one hands every frame it does
 not handle itself to :func:`_frame`, and ends with :func:`_finish`.
@@ -14,6 +15,7 @@ from typing import BinaryIO
 from .link import IPFragment, TcpSegment, parse_frame
 from .pcap import CaptureFormatError, iter_frames
 from .records import MqttStreams, Record, ip_text
+from .sets import FileChain
 
 __all__: list[str] = []
 
@@ -32,6 +34,35 @@ def _read_pure(f: BinaryIO, handler: MqttStreams) -> Iterator[Record]:
                 out.clear()
     except CaptureFormatError as exc:
         failure = exc
+    _finish(handler, ts, failure)
+    yield from out
+    out.clear()
+
+
+def _read_pure_chain(chain: FileChain, handler: MqttStreams) -> Iterator[Record]:
+    """The reference loop over the files of a set (:mod:`.sets`): one handler, so one
+    reassembler and one MQTT state, over the frames of every file in turn, numbered on
+    from file to file; the streams end only after the last file.  A file that stops
+    being a capture ends the set there, as it would end its own capture."""
+    out = handler.out
+    ts = 0
+    done = 0  # frames of the files before the current one
+    failure: CaptureFormatError | None = None
+    try:
+        while (opened := chain.open_next(done)) is not None:
+            f, label = opened
+            index = 0
+            for index, _offset, ts, linktype, data, _orig_len, _iface in iter_frames(
+                    f, label):
+                _frame(handler, done + index, ts, linktype, data)
+                if out:
+                    yield from out
+                    out.clear()
+            done += index
+    except CaptureFormatError as exc:
+        failure = chain.failed(exc)
+    finally:
+        chain.close()
     _finish(handler, ts, failure)
     yield from out
     out.clear()

@@ -76,14 +76,16 @@ class Record:
             record of its file); or "end" (a direction's TCP stream ended, for which see
             ``end_reason``: made only when asked for, with ``read_capture``'s
             ``stream_ends``; it follows every other record of its direction).
-        capture: the capture file's name (``read_capture``'s ``name``; the commands
-            give its path from the input it was found through, ``dir/sub/a.pcap``:
-            mqttwire/capture/files.py).
+        capture: the capture's name (``read_capture``'s ``name``; the commands give a
+            file's path from the input it was found through, ``dir/sub/a.pcap``:
+            mqttwire/capture/files.py); for a capture read from several files (a set:
+            :mod:`.sets`), its first file's.
         ts: integer nanoseconds since the epoch: for a packet, the capture time of the
             segment that completed it; for an error, gap or end, of the segment at which
             it was found (for those found at the end of the capture, the time of its
             last frame).
-        frame: the number (from 1) of that segment's frame in the capture.
+        frame: the number (from 1) of that segment's frame in the capture (in a set,
+            counting on from file to file, as in the file ``mergecap -a`` makes of it).
         connection_id: "<capture name>#<n>", n numbering the capture's TCP connections
             from 1 in order of their first segment (stable for a given file).
         direction: "c2s" (client to server: the side that sent CONNECT, or that

@@ -25,7 +25,8 @@ from typing import Any, BinaryIO, NamedTuple
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from .._impl import impl
-from ..capture import MqttStreams, Record, read_with
+from ..capture import MqttStreams, Record, read_chain, read_with
+from ..capture.sets import FileChain
 from .columns import Source, arrays
 from .derive import CaptureTables, Row
 from .schema import ERRORS, PACKETS, STAGED, TABLES
@@ -77,8 +78,13 @@ def properties_json(props: Any) -> str | None:
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False) if out else None
 
 
-#: The ``packets`` columns whose values are not the record's attribute of the same name.
-_PACKET_ATTRIBUTES = {"ts_ns": "ts"}
+#: The ``packets`` columns whose values are not the record's attribute of the same name
+#: (``file``: where no FilesOf says, the capture is one file, its name the capture's).
+_PACKET_ATTRIBUTES = {"ts_ns": "ts", "file": "capture"}
+
+#: The file of each of some records of a set (:meth:`~mqttwire.capture.sets.FileChain.
+#: files_of`), for the ``file`` column.
+FilesOf = Callable[[Sequence[Record]], list[str]]
 
 
 def _packet_values(name: str, records: list[Record]) -> list[Any] | None:
@@ -95,13 +101,16 @@ def _packet_values(name: str, records: list[Record]) -> list[Any] | None:
     return None
 
 
-def packets_batch(records: Sequence[Record], schema: pa.Schema = PACKETS) -> pa.RecordBatch:
+def packets_batch(records: Sequence[Record], schema: pa.Schema = PACKETS,
+                  files: FilesOf | None = None) -> pa.RecordBatch:
     """The ``packets`` rows of ``records`` (or the columns of ``schema``, a subset of
-    :data:`PACKETS`'s, such as :data:`ERRORS`)."""
+    :data:`PACKETS`'s, such as :data:`ERRORS`); ``files``: the file of each record, for
+    a capture read from several files (else each record's file is its capture)."""
     records = list(records)
     sources: list[Source] = []
     for name in schema.names:
-        values = _packet_values(name, records)
+        values = (files(records) if name == "file" and files is not None
+                  else _packet_values(name, records))
         sources.append(_PACKET_ATTRIBUTES.get(name, name) if values is None else values)
     return pa.RecordBatch.from_arrays(arrays(records, sources, schema), schema=schema)
 
@@ -116,15 +125,16 @@ def rows_batch(table: str, rows: Sequence[Row], schema: pa.Schema | None = None
         arrays(rows, schema.names, schema, mapping=True), schema=schema)
 
 
-def _record_batches(records: Sequence[Record], packets: int | None = None
-                    ) -> Iterator[Batch]:
+def _record_batches(records: Sequence[Record], packets: int | None = None,
+                    files: FilesOf | None = None) -> Iterator[Batch]:
     """``records`` (not "end") as ``packets``, and those that are not packets also as
-    ``errors``; ``packets``: how many of them are packets, where the caller counted."""
-    yield "packets", packets_batch(records)
+    ``errors``; ``packets``: how many of them are packets, where the caller counted;
+    ``files``: as :func:`packets_batch`'s."""
+    yield "packets", packets_batch(records, PACKETS, files)
     if packets != len(records):
         errors = [r for r in records if r.kind != "packet"]
         if errors:
-            yield "errors", packets_batch(errors, ERRORS)
+            yield "errors", packets_batch(errors, ERRORS, files)
 
 
 def capture_error_batches(capture: str, error: str) -> list[Batch]:
@@ -133,11 +143,13 @@ def capture_error_batches(capture: str, error: str) -> list[Batch]:
     return list(_record_batches([Record("capture_error", capture, error=error)]))
 
 
-def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
+def decode_capture(f: BinaryIO | FileChain, name: str, *, ports: Iterable[int] = (1883,),
                    payload_limit: int | None = None, version: int | None = None,
                    stats: FileStats | None = None, share: Share | None = None
                    ) -> Iterator[Batch]:
-    """Decode the capture in ``f`` and yield ``(table, batch)`` for all its tables:
+    """Decode the capture in ``f`` (a file, or the files of a set read as one capture:
+    :class:`~mqttwire.capture.sets.FileChain`, each packet's ``file`` its own) and
+    yield ``(table, batch)`` for all its tables:
     packets (and errors) as they come, connections and messages as they finish,
     retained at the end; at most :data:`BATCH_ROWS` rows per batch.
 
@@ -154,16 +166,21 @@ def decode_capture(f: BinaryIO, name: str, *, ports: Iterable[int] = (1883,),
         keep, first = share.keeps, share.index == 0
     handler = MqttStreams(name, ports=ports, codec=impl, payload_limit=payload_limit,
                           version=version, stream_ends=True, keep=keep, unconnected=first)
-    records = read_with(f, handler)
+    files: FilesOf | None = None
+    if isinstance(f, FileChain):
+        records = read_chain(f, handler)
+        files = f.files_of
+    else:
+        records = read_with(f, handler)
     if keep is None:
-        return table_batches(records, CaptureTables(name), stats)
-    return _share_batches(records, name, stats)
+        return table_batches(records, CaptureTables(name), stats, files)
+    return _share_batches(records, name, stats, files)
 
 
-def _share_batches(records: Iterable[Record], name: str,
-                   stats: FileStats | None) -> Iterator[Batch]:
+def _share_batches(records: Iterable[Record], name: str, stats: FileStats | None,
+                   files: FilesOf | None) -> Iterator[Batch]:
     tables = ShareTables(name)
-    yield from table_batches(records, tables, stats)
+    yield from table_batches(records, tables, stats, files)
     yield from retain_event_batches(tables)
 
 
@@ -186,14 +203,15 @@ GC_THRESHOLD = 100_000
 
 
 def table_batches(records: Iterable[Record], tables: CaptureTables,
-                  stats: FileStats | None = None) -> Iterator[Batch]:
+                  stats: FileStats | None = None, files: FilesOf | None = None
+                  ) -> Iterator[Batch]:
     """The batches of every table of ``records`` (one capture's, with their stream ends,
     each connection's in capture order), derived through ``tables``: see
-    :func:`decode_capture`."""
+    :func:`decode_capture` (``files``: as :func:`packets_batch`'s)."""
     thresholds = gc.get_threshold()
     gc.set_threshold(max(thresholds[0], GC_THRESHOLD), *thresholds[1:])
     try:
-        yield from _table_batches(records, tables, stats)
+        yield from _table_batches(records, tables, stats, files)
     finally:
         gc.set_threshold(*thresholds)
 
@@ -211,7 +229,7 @@ def _full_batches(tables: CaptureTables) -> Iterator[Batch]:
 
 
 def _table_batches(records: Iterable[Record], tables: CaptureTables,
-                   stats: FileStats | None) -> Iterator[Batch]:
+                   stats: FileStats | None, files: FilesOf | None) -> Iterator[Batch]:
     stats = stats if stats is not None else FileStats()
     # The records come a chunk at a time (islice: the iteration stays in C), and the
     # derived tables take each chunk (CaptureTables.add_many: the common records in
@@ -236,7 +254,7 @@ def _table_batches(records: Iterable[Record], tables: CaptureTables,
         stats.packets += packets
         stats.errors += len(batch) - packets
         if batch:
-            yield from _record_batches(batch, packets)
+            yield from _record_batches(batch, packets, files)
         # The derived rows are looked at here, once a chunk, not after every record: at
         # most a chunk's worth of records adds to them meanwhile.
         yield from _full_batches(tables)

@@ -4,7 +4,9 @@ How it runs:
 
 1. The driver lists the inputs through Hadoop (:mod:`.inputs`); unreadable ones are kept,
    to be reported by name and to get an error row.
-2. Each capture file up to the split size is one Spark task.  The task decodes its file
+2. Each capture file up to the split size is one Spark task; so is each *set* of files
+   that are pieces of one capture (a ring buffer, a split: :mod:`.sets`), its files read
+   in order as one capture (never in byte ranges).  The task decodes its file
    with :func:`~.batches.decode_capture` inside ``mapInArrow`` and returns Arrow batches
    of every table: the packets and errors, and the connections, messages and retained
    messages derived from them in the same pass (all of an MQTT connection is in one
@@ -133,6 +135,8 @@ class PipelineOptions:
     executor_memory: str | None = None  # spark.executor.memory; None: Spark's
     #: a directory for the driver JVM's class archive (.session.ClassArchive); None: none
     jvm_cache: str | None = None
+    #: which input files are pieces of one capture: auto, never, one (.sets)
+    group: str = "auto"
 
     def memory_conf(self) -> dict[str, str]:
         """The Spark settings of the memory options that were given."""
@@ -248,9 +252,11 @@ def _clock(seconds: float) -> str:
 
 
 def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
-               counters: Counters, share: Share | None = None) -> Iterator[Batch]:
+               counters: Counters, share: Share | None = None, files: int = 1
+               ) -> Iterator[Batch]:
     """Decode one capture file (``share`` of its connections: .shares) into its tables'
-    batches; any failure to read it becomes its error row."""
+    batches; any failure to read it becomes its error row.  (A set of ``files`` files:
+    ``opener`` gives their FileChain.)"""
     from .batches import FileStats, capture_error_batches, decode_capture
 
     stats = FileStats()
@@ -273,7 +279,7 @@ def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
             name, f"decoding stopped by {type(exc).__name__}: {exc} "
                   "(an mqttwire bug: please report it with the capture)")
     if first:
-        counters.files.add(1)
+        counters.files.add(files)
         counters.bytes.add(size)
     counters.records.add(stats.records)
     counters.packets.add(stats.packets)
@@ -288,8 +294,9 @@ def _stage_all(batches: Iterable[Batch]) -> Iterator[pa.RecordBatch]:
         yield stage(table, batch)
 
 
-#: A row of the streaming reader's listing: (name, path, size, problem, share, shares).
-Listed = tuple[str, "str | None", int, "str | None", int, int]
+#: A row of the streaming reader's listing: (name, path, size, problem, share, shares,
+#: parts): ``parts`` the files of a set (.sets.SetFile.parts), else None.
+Listed = tuple[str, "str | None", int, "str | None", int, int, "str | None"]
 
 
 def _listed_files(rows: Iterable[Listed], how: Decoding, counters: Counters
@@ -299,14 +306,20 @@ def _listed_files(rows: Iterable[Listed], how: Decoding, counters: Counters
     from .batches import capture_error_batches
     from .shares import Share
 
-    for name, path, size, problem, index, count in rows:
+    for name, path, size, problem, index, count, parts in rows:
         if problem is not None:
             counters.files.add(1)
             counters.errors.add(1)
             yield from capture_error_batches(name, problem)
             continue
-        yield from _file_task(name, partial(open, path, "rb"), size, how, counters,
-                              Share(index, count) if count > 1 else None)
+        share = Share(index, count) if count > 1 else None
+        if parts is not None:  # a set of files, read as one capture (.sets)
+            from .sets import set_opener
+
+            opener, files = set_opener(parts)
+            yield from _file_task(name, opener, size, how, counters, share, files)
+            continue
+        yield from _file_task(name, partial(open, path, "rb"), size, how, counters, share)
 
 
 def _stream_task(how: Decoding, counters: Counters, out: Output) -> ArrowMap:
@@ -391,7 +404,7 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reade
         rdd = spark.sparkContext.parallelize(rows, len(rows))
         listing = spark.createDataFrame(
             rdd, "name string, path string, size long, problem string, share int, "
-                 "shares int")
+                 "shares int, parts string")
         parts.append(listing.mapInArrow(_stream_task(how, counters, out), schema))
     if binary:
         # One file per partition: with the open cost as large as a whole partition,
@@ -410,6 +423,7 @@ def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
     """The streaming reader's tasks, a row each: every file, or every share of a file of
     at least ``share_size`` bytes (.shares), largest first so that one big file does not
     start last."""
+    from .sets import SetFile
     from .shares import share_count
 
     cores = sc.defaultParallelism
@@ -419,7 +433,8 @@ def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
         # file, so it is one task.
         count = (1 if f.problem is not None or f.gzip
                  else share_count(f.size, share_size, cores))
-        rows += [(f.name, local_path(f.uri), f.size, f.problem, index, count)
+        parts = f.parts() if isinstance(f, SetFile) else None
+        rows += [(f.name, local_path(f.uri), f.size, f.problem, index, count, parts)
                  for index in range(count)]
     return rows
 
@@ -496,23 +511,25 @@ class Tables:
 def read_tables(spark: SparkSession, inputs: Sequence[str], *,
                 ports: Sequence[int] = (1883,), payload_limit: int | None = None,
                 version: int | None = None, reader: str = "auto",
-                split_size: int | None = None) -> Tables:
+                split_size: int | None = None, group: str = "auto") -> Tables:
     """The five tables of ``inputs`` (capture files, folders or globs, local or any
     Hadoop URI) as lazily evaluated DataFrames on ``spark``: what ``mqttwire pipeline``
     writes, before it writes them.  The options are the pipeline's (PipelineOptions):
     ``payload_limit`` cuts payloads (None keeps them whole), ``version`` is the level
     assumed where a CONNECT is missing (None infers it), ``reader`` is how tasks read
     files, ``split_size`` the size (bytes) above which a file that the tasks open by
-    path is read by several tasks (:mod:`.split`; None: never).
+    path is read by several tasks (:mod:`.split`; None: never), ``group`` which files
+    are pieces of one capture (:mod:`.sets`: auto, never, one).
 
     Listing the inputs runs on the driver now, and so does, for files to split, a Spark
     job that reads their ranges and checks them; the decoding waits for an action.  An
     unreadable input is not an exception: it is in ``files`` with its problem, and gets
     a "capture_error" row in ``errors`` and ``packets``.  The files of folders (and
     globs) that are not captures are not read: ``skipped`` names them (:mod:`.inputs`)."""
-    _check_reading(reader, split_size, None)  # before Spark is used
+    _check_reading(reader, split_size, None, group)  # before Spark is used
     return _tables(spark, _Plan.make(_Spark(spark.sparkContext, spark), inputs, ports,
-                                     payload_limit, version, reader, split_size))
+                                     payload_limit, version, reader, split_size,
+                                     group=group))
 
 
 def _tables(spark: SparkSession, plan: _Plan) -> Tables:
@@ -551,10 +568,19 @@ def _tables(spark: SparkSession, plan: _Plan) -> Tables:
                   split=split, connection_ids=ids, skipped=plan.skipped)
 
 
-def _check_reading(reader: str, split_size: int | None, share_size: int | None) -> None:
-    """Raise ValueError for a bad ``reader``, ``split_size`` or ``share_size``."""
+def _check_reading(reader: str, split_size: int | None, share_size: int | None,
+                   group: str = "auto") -> None:
+    """Raise ValueError for a bad ``reader``, ``split_size``, ``share_size`` or
+    ``group``."""
+    from ..capture.sets import GROUP_MODES
+
     if reader not in ("auto", "stream", "binaryfile"):
         raise ValueError(f"reader must be auto, stream or binaryfile, not {reader!r}")
+    if group not in GROUP_MODES:
+        raise ValueError(f"group must be one of {', '.join(GROUP_MODES)}, not {group!r}")
+    if group == "one" and reader == "binaryfile":
+        raise ValueError("group 'one' needs the files opened by path (the stream reader), "
+                         "not the binaryFile reader")
     for option, value in (("split_size", split_size), ("share_size", share_size)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ValueError(f"{option} must be a positive number of bytes or None, "
@@ -597,7 +623,7 @@ class _Plan:
     counters: Counters
     how: Decoding
     reader: str
-    #: The files read whole, one task each.
+    #: The files read whole, one task each (a set of files, .sets, is one SetFile).
     whole: list[CaptureFile]
     #: The files read in byte ranges (the range reads done and checked), or None.
     split: SplitRead | None
@@ -605,31 +631,41 @@ class _Plan:
     share_size: int | None = None
     #: The files of the input folders (and globs) that are not captures, not read.
     skipped: list[Skipped] = field(default_factory=list)
+    #: The sets of files read as one capture (.sets.set_lines), and the grouping's notes.
+    sets: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
     def make(cls, spark: _Spark, inputs: Sequence[str], ports: Sequence[int],
              payload_limit: int | None, version: int | None, reader: str,
-             split_size: int | None, share_size: int | None = None) -> _Plan:
+             split_size: int | None, share_size: int | None = None, *,
+             group: str = "auto") -> _Plan:
         from .batches import Decoding
+        from .sets import SetFile, group_inputs, set_lines
         from .split import read_split
 
         skipped: list[Skipped] = []
         files = list_inputs(spark.context, inputs, skipped=skipped)
+        # Files that are pieces of one capture: one unit each set (.sets).
+        units, notes = group_inputs(files, group, by_path=reader != "binaryfile")
         sc = spark.context
         counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
         # read_capture keeps no payload without a limit: the pipeline keeps them whole.
         limit = sys.maxsize if payload_limit is None else payload_limit
         how = Decoding(tuple(ports), limit, version)
-        whole = files
+        whole = units
         split = None
         if split_size is not None and reader != "binaryfile":
-            # Not a gzip file: its ranges cannot be read without all that precedes them.
-            big = [f for f in files if f.problem is None and f.size > split_size
-                   and local_path(f.uri) is not None and not f.gzip]
+            # Not a gzip file: its ranges cannot be read without all that precedes them;
+            # not a set: it is read as one unit.
+            big = [f for f in units if f.problem is None and f.size > split_size
+                   and local_path(f.uri) is not None and not f.gzip
+                   and not isinstance(f, SetFile)]
             if big:
                 split = read_split(spark.session, big, split_size, how, counters)
-                whole = [f for f in files if all(f is not g for g in split.files)]
-        return cls(files, counters, how, reader, whole, split, share_size, skipped)
+                whole = [f for f in units if all(f is not g for g in split.files)]
+        return cls(files, counters, how, reader, whole, split, share_size, skipped=skipped,
+                   sets=set_lines(units), notes=notes)
 
     def decoded(self, spark: SparkSession, out: Output, schema: pa.Schema) -> DataFrame:
         """The tasks of the files read whole, returning ``out`` of their batches."""
@@ -769,7 +805,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     if options.writer == "tasks" and local_path(options.out) is None:
         raise ValueError(f"writer 'tasks' needs the output on a local path, not "
                          f"{options.out!r}: use writer 'spark' or 'auto'")
-    _check_reading(options.reader, options.split_size, options.share_size)  # before Spark
+    _check_reading(options.reader, options.split_size, options.share_size,
+                   options.group)  # before Spark
     out = out or sys.stdout
     own_session = spark is None
     archive = None
@@ -800,11 +837,13 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     try:
         plan = _Plan.make(run, options.inputs, options.ports, options.payload_limit,
                           options.version, options.reader, options.split_size,
-                          options.share_size)
+                          options.share_size, group=options.group)
         files = plan.files
         if plan.skipped:
             print(skipped_line(len(plan.skipped), [s.name for s in plan.skipped]),
                   file=sys.stderr)
+        for line in plan.sets + plan.notes:  # capture sets (.sets)
+            print(f"mqttwire: {line}", file=sys.stderr)
         total = sum(f.size for f in files)
         print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
               f"{run.context.master}", file=sys.stderr)
@@ -835,7 +874,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
             counts = {name: figures.rows(name) for name in TABLE_NAMES if name != "errors"}
         summary_dir = options.summary_dir or local_target or "."
         report = write_summary(figures, counts, summary_dir, options=options, files=files,
-                               skipped=plan.skipped)
+                               skipped=plan.skipped, sets=plan.sets, notes=plan.notes)
         counts = report.counts
         bad = report.bad_captures
         phase("summary")

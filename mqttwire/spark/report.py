@@ -139,11 +139,14 @@ def _together(jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
 
 def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
                   options: Any, files: list[CaptureFile],
-                  skipped: Sequence[Skipped] = ()) -> Report:
+                  skipped: Sequence[Skipped] = (), sets: Sequence[str] = (),
+                  notes: Sequence[str] = ()) -> Report:
     """Compute the summary's ``figures`` (:mod:`.figures`; ``counts``: the tables' row
     counts, except ``errors``), write ``directory``/summary.md and message_rate.png,
     and return it.  The figures are computed in two concurrent waves.  ``skipped``: the
-    files of the input folders that are not captures, named in a section of their own."""
+    files of the input folders that are not captures, named in a section of their own;
+    ``sets`` and ``notes``: the files read as one capture, and what to know about that
+    (.sets)."""
     os.makedirs(directory, exist_ok=True)
     first = _together({"overview": figures.overview, "known": figures.known,
                        "top": figures.top, "qos": figures.qos,
@@ -169,6 +172,9 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
                   "first bytes) and were skipped" + (f"; the first {len(shown)}:" if more
                                                       else ":"), "",
                   markdown_table(["file", "why"], shown), ""]
+    if sets or notes:
+        # Files that are pieces of one capture (mqttwire.capture.sets).
+        parts += ["## Capture sets", ""] + [f"- {line}" for line in [*sets, *notes]] + [""]
     parts += [markdown_table(["table", "rows"], sorted(counts.items(), key=_table_order)), ""]
 
     levels = sorted({v for row in grid.values() for v in row if v is not None})

@@ -29,6 +29,9 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 #: ``dir``, unique in the run (mqttwire/capture/files.py).
 PACKETS = pa.schema([
     ("capture", pa.string()),
+    # The file that holds the record's frame: the capture's own name, but for a capture
+    # read from several files (a set: mqttwire.capture.sets), which of them.
+    ("file", pa.string()),
     ("kind", pa.string()),  # packet, error, gap, fragment, capture_error
     ("ts", TIMESTAMP),
     ("ts_ns", pa.int64()),
@@ -148,7 +151,7 @@ RETAINED = pa.schema([
 #: The columns of ``errors``: the rows of ``packets`` that are not packets (kinds error,
 #: gap, fragment, capture_error), with these columns.
 ERRORS = pa.schema([PACKETS.field(name) for name in (
-    "capture", "kind", "ts", "ts_ns", "frame", "connection_id", "direction", "src_ip",
+    "capture", "file", "kind", "ts", "ts_ns", "frame", "connection_id", "direction", "src_ip",
     "src_port", "dst_ip", "dst_port", "client_id", "protocol_version", "stream_offset",
     "length", "reason_code", "error", "error_offset")])
 

@@ -10,10 +10,17 @@ from types import ModuleType
 from typing import BinaryIO
 
 import pytest
-from loop_checks import assert_same_records, fast_expected, reference_records
+from loop_checks import (
+    assert_same_records,
+    bytes_chain as _bytes_chain,
+    fast_expected,
+    reference_chain_records,
+    reference_records,
+)
 
 import mqttwire.capture as capture
 from mqttwire.capture import Record
+from mqttwire.capture.sets import FileChain
 
 
 @pytest.fixture(autouse=True)
@@ -39,5 +46,33 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
             assert_same_records(records, reference_records(raw, *args))
         return iter(records)
 
+    select_chain = capture._read_chain
+
+    def checked_chain(chain: FileChain, name: str, ports: Iterable[int],
+                      payload_limit: int | None, codec: ModuleType, version: int | None,
+                      max_pending: int, stream_ends: bool) -> Iterator[Record]:
+        """The same for the files of a set, read as one capture."""
+        ports = list(ports)
+        raws = []
+        for label, opener in chain.files:
+            try:
+                with opener() as f:
+                    raws.append((label, f.read()))
+            except OSError as exc:  # raised again where the loops open the file
+                raws.append((label, exc))
+        args = (name, ports, payload_limit, codec, version, max_pending, stream_ends)
+        used = _bytes_chain(raws)
+        loop = select_chain(used, *args)
+        fast = capture._fast is not None and isinstance(loop, capture._fast.FastReader)
+        assert fast == fast_expected(codec), "read_capture took the wrong loop"
+        chosen.append(fast)
+        records = list(loop)
+        if fast:
+            assert_same_records(records, reference_chain_records(_bytes_chain(raws), *args))
+        # The caller's chain, for file_of: the files as the loop opened them.
+        chain.starts[:], chain.names[:] = used.starts, used.names
+        return iter(records)
+
     monkeypatch.setattr(capture, "_read", checked)
+    monkeypatch.setattr(capture, "_read_chain", checked_chain)
     yield chosen

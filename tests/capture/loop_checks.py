@@ -13,10 +13,11 @@ from types import ModuleType
 from typing import Any
 
 from mqttwire.capture import MqttStreams, Record
-from mqttwire.capture.loop import _read_pure
+from mqttwire.capture.loop import _read_pure, _read_pure_chain
+from mqttwire.capture.sets import FileChain
 
-__all__ = ["assert_same_records", "cython_codec", "fast_expected", "record_values",
-           "reference_records"]
+__all__ = ["assert_same_records", "bytes_chain", "cython_codec", "fast_expected",
+           "record_values", "reference_chain_records", "reference_records"]
 
 FIELDS = [f.name for f in dataclasses.fields(Record)]
 
@@ -56,3 +57,26 @@ def reference_records(raw: bytes, name: str, ports: Iterable[int], payload_limit
                           version=version, max_pending=max_pending, stream_ends=stream_ends,
                           keep=keep, unconnected=unconnected)
     return list(_read_pure(io.BytesIO(raw), handler))
+
+
+def bytes_chain(raws: list[tuple[str, bytes | OSError]]) -> FileChain:
+    """A set's files, (name, contents) each, as a FileChain over memory (an OSError for
+    contents: the file cannot be opened, with that error)."""
+    def opener(raw: bytes | OSError) -> Callable[[], io.BytesIO]:
+        def open_it() -> io.BytesIO:
+            if isinstance(raw, OSError):
+                raise raw
+            return io.BytesIO(raw)
+        return open_it
+
+    return FileChain([(label, opener(raw)) for label, raw in raws])
+
+
+def reference_chain_records(chain: FileChain, name: str, ports: Iterable[int],
+                            payload_limit: int | None, codec: ModuleType,
+                            version: int | None, max_pending: int,
+                            stream_ends: bool) -> list[Record]:
+    """The pure loop's records for a set's files, whatever the codec."""
+    handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
+                          version=version, max_pending=max_pending, stream_ends=stream_ends)
+    return list(_read_pure_chain(chain, handler))

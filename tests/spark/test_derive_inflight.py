@@ -68,7 +68,7 @@ class InFlight:
 
 @pytest.fixture(scope="module")
 def inflight(tmp_path_factory: pytest.TempPathFactory) -> InFlight:
-    """A publisher at 3.1.1 sending QoS 1 and QoS 2 messages without pause, a 3.1.1
+    """A publisher at 3.1.1 sending QoS 1 and QoS 2 messages all along, a 3.1.1
     subscriber at QoS 2 and a 5.0 subscriber at QoS 1; captured for a second and a half
     from half a second after the first message."""
     for tool in ("mosquitto", "tcpdump"):
@@ -99,18 +99,24 @@ def inflight(tmp_path_factory: pytest.TempPathFactory) -> InFlight:
                 info = pub.publish(f"inflight/{n % 7}", b"m" * 100 + str(n).encode(),
                                    qos=1 + n % 2)
                 n += 1
-                if n % 50 == 0:
+                if n % 10 == 0:  # about 2,000 a second at most: tcpdump keeps up
                     info.wait_for_publish(5)
+                    time.sleep(0.005)
 
         sender = threading.Thread(target=publish)
         sender.start()
         try:
             time.sleep(0.5)
-            try:
-                with maker.tcpdump(str(path), port):
-                    time.sleep(1.5)
-            except RuntimeError as exc:  # tcpdump cannot capture here
-                pytest.skip(str(exc))
+            for attempt in range(3):
+                try:
+                    with maker.tcpdump(str(path), port):
+                        time.sleep(1.5)
+                    break
+                except maker.PacketsDropped:  # a busy machine: the capture has holes
+                    if attempt == 2:
+                        raise
+                except RuntimeError as exc:  # tcpdump cannot capture here
+                    pytest.skip(str(exc))
         finally:
             stop.set()
             sender.join(30)
