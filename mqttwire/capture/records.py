@@ -59,6 +59,9 @@ from .._framing import frame_header
 from .shared_slots import CONNECTION, DIRECTION
 from .tcp import TcpConnection, TcpReassembler, TcpStream
 
+# websocket.py uses this module's classes at run time, never at import: no cycle.
+from . import websocket  # noqa: E402  # isort: skip
+
 __all__ = ["MqttStreams", "Record", "looks_like_connect"]
 
 
@@ -130,6 +133,11 @@ class Record:
             (from the traffic of a connection without a usable CONNECT in the capture),
             "default" (no CONNECT, and the traffic fits 3.1.1 and 5.0 alike, as PINGs
             do: 3.1.1 is used); None while the level is not known.
+        transport: how the connection carries MQTT: "tcp" (MQTT straight on TCP) or
+            "websocket" (inside WebSocket frames after an HTTP Upgrade: see
+            mqttwire/capture/websocket.py, which also says what ``stream_offset`` and
+            ``length`` mean there); None for records of no connection ("fragment",
+            "capture_error").
     """
 
     kind: str
@@ -165,6 +173,7 @@ class Record:
     error_offset: int | None = None
     end_reason: str | None = None
     version_source: str | None = None
+    transport: str | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -287,7 +296,9 @@ def first_boundary(buf: bytes, level: int, codec: ModuleType,
 WINDOW = 1 << 16
 MAX_WINDOW = 1 << 20
 
-_NEW, _DECODING, _SKIP, _RESYNC, _WINDOW, _ENDED = range(6)
+# _STOPPED: a WebSocket connection's direction after a WebSocket protocol error or lost
+# bytes (websocket.py): its bytes are accounted there, none is decoded here any more.
+_NEW, _DECODING, _SKIP, _RESYNC, _WINDOW, _ENDED, _STOPPED = range(7)
 
 _INSIDE = "skipped: the capture began inside a packet"
 
@@ -337,7 +348,8 @@ class _Direction:
         rec = Record(
             kind, self.owner.capture, ts, self.owner.frame, conn.id, self.name,
             self.src_ip, stream.sport, self.dst_ip, stream.dport, offset, length,
-            conn.client_id, conn.version, version_source=conn.version_source, **fields,
+            conn.client_id, conn.version, version_source=conn.version_source,
+            transport=conn.transport, **fields,
         )
         self.owner.out.append(rec)
         return rec
@@ -355,6 +367,7 @@ class _Direction:
         conn = self.conn
         version = conn.version
         source = conn.version_source
+        transport = conn.transport
         for packet, (start, b0, size) in zip(packets, framed):
             ptype = b0 >> 4
             if ptype == 1:  # CONNECT: the connection's level and client from here on
@@ -365,7 +378,7 @@ class _Direction:
                 "packet", owner.capture, ts, owner.frame, conn.id, self.name, self.src_ip,
                 self.stream.sport, self.dst_ip, self.stream.dport, start, size,
                 conn.client_id, version, PACKET_NAMES[ptype], b0 & 0x0F,
-                version_source=source,
+                version_source=source, transport=transport,
             )
             rec.packet = packet
             if ptype == 3:  # PUBLISH
@@ -415,11 +428,17 @@ class _Direction:
 
     # -- stream events ------------------------------------------------------------------
 
-    def _begin(self, offset: int, data: Any) -> None:
+    def _begin(self, offset: int, data: Any, ts: int) -> bool:
         """Choose how to start: decode from here if this is the stream's true start and
-        the level is known, or learnable from the CONNECT; else hold a window."""
+        the level is known, or learnable from the CONNECT; else hold a window.  True
+        when the client's first byte is the "G" of an HTTP GET (never an MQTT packet's:
+        type 4 with flags 7): the connection is handed to websocket.py, which takes
+        its bytes from here on, or gives them back if it is no WebSocket Upgrade."""
         version = self.conn.version
         if self.stream.synced and offset == 0:
+            if self.name == "c2s" and data[:1] == b"G" and self.conn.upgrade is None:
+                websocket.upgrade(self.conn, data, ts)
+                return True
             self.head = bytes(data[:16])
             if self.name == "c2s":
                 self._decode_from(0, None)  # the first packet must be CONNECT
@@ -429,6 +448,7 @@ class _Direction:
                 self._window(0, "skipped: bytes before the first packet that decodes")
         else:
             self._window(offset, _INSIDE)
+        return False
 
     def _decode_from(self, offset: int, version: int | None) -> None:
         self.mode = _DECODING
@@ -439,8 +459,8 @@ class _Direction:
         self.unframed = False
 
     def data(self, offset: int, data: Any, ts: int, boundary: bool) -> None:
-        if self.mode == _NEW:
-            self._begin(offset, data)
+        if self.mode == _NEW and self._begin(offset, data, ts):
+            return
         self.end = offset + len(data)
         mode = self.mode
         if mode == _DECODING:
@@ -476,6 +496,29 @@ class _Direction:
         if self.owner.stream_ends:
             # After the flush above, so that the end follows the direction's last bytes.
             self._record("end", ts, self.end, 0, end_reason=reason)
+
+    def low(self) -> int:
+        """The lowest stream offset that a later record of this direction can start at
+        or name in ``error_offset`` (websocket.py forgets the frames before it)."""
+        mode = self.mode
+        if mode == _DECODING or mode == _SKIP:
+            return self.start
+        if mode == _RESYNC:
+            return self.bad_from
+        if mode == _WINDOW:
+            return self.wbase
+        return 0 if mode == _NEW else self.end
+
+    def cut(self, ts: int, why: str) -> None:
+        """Stop decoding (a WebSocket connection's framing failed, websocket.py): the
+        bytes not yet in a record become one (``why`` says how they were cut), and
+        nothing more is decoded; an end record still follows at the end."""
+        if self.mode == _WINDOW:
+            self._settle(True)
+        if self.mode != _NEW:
+            self._flush(self.end, ts, why)
+        self.mode = _STOPPED
+        self.dec = None
 
     def _flush(self, end: int, ts: int, why: str) -> None:
         """Account the bytes before stream offset ``end`` not yet in a record."""
@@ -790,7 +833,7 @@ class _Connection:
     known, and its two directions."""
 
     # The compiled loop reads and writes CONNECTION's slots in place (shared_slots.py).
-    __slots__ = (*CONNECTION, "c2s", "owner", "s2c")
+    __slots__ = (*CONNECTION, "c2s", "owner", "s2c", "transport", "upgrade")
 
     def __init__(self, owner: MqttStreams, tcp: TcpConnection, client_side: int) -> None:
         self.id = f"{owner.capture}#{tcp.index}"
@@ -798,6 +841,10 @@ class _Connection:
         self.client_id: str | None = None
         self.version: int | None = owner.version  # until a CONNECT says otherwise
         self.version_source: str | None = "option" if owner.version else None
+        self.transport = "tcp"  # "websocket" once an Upgrade to MQTT is seen
+        # websocket.py's state once the client's first bytes began an HTTP request;
+        # False once they proved not to be a WebSocket Upgrade to MQTT.
+        self.upgrade: Any = None
         self.c2s = _Direction(owner, self, tcp.streams[client_side], "c2s")
         self.s2c = _Direction(owner, self, tcp.streams[1 - client_side], "s2c")
         self.c2s.stream.user = self.c2s
@@ -933,6 +980,15 @@ class MqttStreams:
             self._ignore(conn)  # the first bytes are not the stream's start, or both spoke
             return
         sniff.head += bytes(data)
+        if sniff.head[:1] == b"G":  # an HTTP request: a WebSocket Upgrade to MQTT?
+            request = websocket.upgrade_request(sniff.head)
+            if request is None:
+                return  # the request goes on (websocket.py bounds its length)
+            if request is False:
+                self._ignore(conn)
+                return
+            websocket.upgrade(_Connection(self, conn, stream.side), sniff.head, ts)
+            return
         verdict = looks_like_connect(sniff.head)
         if verdict is None:
             return  # too few bytes yet (at most 14 decide)
@@ -946,7 +1002,7 @@ class MqttStreams:
 
     def on_data(self, stream: TcpStream, offset: int, data: Any, ts: int,
                 boundary: bool) -> None:
-        direction = stream.user
+        direction = stream.user  # a _Direction, or a WebSocket connection's WsDirection
         if direction is not None:
             direction.data(offset, data, ts, boundary)
         elif type(stream.conn.user) is _Sniff:
