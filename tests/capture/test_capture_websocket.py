@@ -1,0 +1,419 @@
+"""MQTT over WebSocket in captures (mqttwire/capture/websocket.py): synthetic sessions
+with frames split and joined every way, control frames and masking, each rule's bad
+bytes; and a real capture of paho-mqtt talking to amqtt's WebSocket listener."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import pytest
+from capture_helpers import conversation, encode_all, frames_for, read, write
+
+from mqttwire.capture import Record
+from mqttwire.capture.synth import (
+    Segment,
+    TcpFlow,
+    websocket_frame,
+    websocket_request,
+    websocket_response,
+)
+
+WS_PORT = 8080  # not an MQTT port of these reads: found by its Upgrade
+MQTT_PORT = 1883
+PING, PONG, CLOSE = 9, 10, 8
+
+
+@dataclass
+class Expected:
+    """A packet as sent over WebSocket: its side, the packet, its MQTT bytes, and the TCP
+    stream offset of the frame holding its first byte."""
+
+    side: int
+    packet: Any
+    wire: bytes
+    frame_offset: int
+
+
+class WsSession:
+    """A WebSocket connection built side by side: the handshake, then frames; keeps each
+    side's TCP stream length and the segments in order."""
+
+    def __init__(self, port: int = WS_PORT, *, request: bytes | None = None,
+                 response: bytes | None = None, sizes: tuple[int, ...] = (1460,),
+                 seed: int = 1) -> None:
+        self.flow = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", port))
+        self.segs: list[Segment] = self.flow.open()
+        self.sizes = sizes
+        self.length = [0, 0]
+        self.rng = random.Random(seed)
+        self.send(0, websocket_request() if request is None else request)
+        self.send(1, websocket_response() if response is None else response)
+
+    def send(self, side: int, data: bytes) -> int:
+        """Send ``data`` from ``side``; returns its TCP stream offset."""
+        at = self.length[side]
+        self.segs += self.flow.send(side, data, self.sizes)
+        self.segs.append(self.flow.ack(1 - side))
+        self.length[side] += len(data)
+        return at
+
+    def mask(self, side: int) -> bytes | None:
+        return self.rng.randbytes(4) if side == 0 else None
+
+    def frame(self, side: int, payload: bytes, **kw: Any) -> bytes:
+        kw.setdefault("mask", self.mask(side))
+        return websocket_frame(payload, **kw)
+
+    def capture(self, *, close: bool = True) -> bytes:
+        segs = self.segs + (self.flow.close() if close else [])
+        return write(frames_for(self.flow, segs))
+
+
+def _cuts(run: bytes, starts: list[int], style: str) -> list[int]:
+    """Where the frames of a run of packets (starting at ``starts`` in ``run``) end."""
+    ends = sorted(set(starts[1:]) | {len(run)})
+    if style == "one":  # a frame per packet
+        return ends
+    if style == "joined":  # one frame for the run
+        return [len(run)]
+    # "split", "fragmented": a packet's first byte alone (as MQTT Explorer sends it),
+    # the rest in pieces of at most 50 bytes
+    cuts = set(ends)
+    for start, end in zip(starts, ends):
+        cuts.add(start + 1)
+        cuts.update(range(start + 1, end, 50))
+    return sorted(c for c in cuts if 0 < c <= len(run))
+
+
+def send_packets(ws: WsSession, sent: list[Any], style: str) -> list[Expected]:
+    """Send the packets ``sent`` (capture_helpers.Sent) over ``ws``: each run of one
+    side's packets as frames cut by ``style``; "fragmented" sends each run as one
+    fragmented message with a ping (client) or pong (server) between its frames."""
+    out: list[Expected] = []
+    i = 0
+    while i < len(sent):
+        side = sent[i].side
+        run = b""
+        starts: list[int] = []
+        first = i
+        while i < len(sent) and sent[i].side == side:
+            starts.append(len(run))
+            run += sent[i].wire
+            i += 1
+        data = b""
+        header_at: list[tuple[int, int]] = []  # (run offset of payload, frame offset)
+        prev = 0
+        cuts = _cuts(run, starts, style)
+        for k, cut in enumerate(cuts):
+            base = ws.length[side] + len(data)
+            header_at.append((prev, base))
+            if style == "fragmented":
+                last = k == len(cuts) - 1
+                data += ws.frame(side, run[prev:cut], opcode=0 if k else 2, fin=last)
+                if k == 0:
+                    data += ws.frame(side, b"hi", opcode=PING if side == 0 else PONG)
+            else:
+                data += ws.frame(side, run[prev:cut])
+            prev = cut
+        ws.send(side, data)
+        for j, start in enumerate(starts):
+            offset = max(at for payload, at in header_at if payload <= start)
+            s = sent[first + j]
+            out.append(Expected(side, s.packet, s.wire, offset))
+    return out
+
+
+def _packets(records: list[Record]) -> list[Record]:
+    return [r for r in records if r.kind == "packet"]
+
+
+def _check(records: list[Record], expected: list[Expected], version: int) -> None:
+    got = _packets(records)
+    assert [r for r in records if r.kind not in ("packet", "end")] == []
+    assert [(r.direction, r.packet) for r in got] == [
+        ("c2s" if e.side == 0 else "s2c", e.packet) for e in expected]
+    assert [(r.stream_offset, r.length) for r in got] == [
+        (e.frame_offset, len(e.wire)) for e in expected]
+    assert {(r.transport, r.protocol_version) for r in got} == {("websocket", version)}
+
+
+# ---------------------------------------------------------------------------------------
+# Synthetic sessions
+
+
+@pytest.mark.parametrize("style", ["one", "joined", "split", "fragmented"])
+@pytest.mark.parametrize("version", [3, 4, 5])
+def test_every_framing_decodes(codec: ModuleType, style: str,
+                               version: int) -> None:
+    protocol = "mqttv3.1" if version == 3 else "mqtt"
+    ws = WsSession(request=websocket_request(f"{protocol}, other"),
+                   response=websocket_response(protocol), sizes=(7, 300, 1))
+    expected = send_packets(ws, encode_all(conversation(codec, version), version), style)
+    ws.send(0, ws.frame(0, b"\x03\xe8", opcode=CLOSE))
+    ws.send(1, ws.frame(1, b"\x03\xe8", opcode=CLOSE))
+    records = read(ws.capture(), codec, stream_ends=True, payload_limit=4096)
+    _check(records, expected, version)
+    ends = [(r.direction, r.stream_offset, r.transport) for r in records if r.kind == "end"]
+    assert sorted(ends) == [("c2s", ws.length[0], "websocket"),
+                            ("s2c", ws.length[1], "websocket")]
+    assert records[-1].kind == "end"
+
+
+@pytest.mark.parametrize("port", [WS_PORT, MQTT_PORT])
+def test_on_any_port_and_on_the_mqtt_port(codec: ModuleType,
+                                          port: int) -> None:
+    ws = WsSession(port, sizes=(5, 64))
+    expected = send_packets(ws, encode_all(conversation(codec, 5), 5), "one")
+    _check(read(ws.capture(), codec, ports=[MQTT_PORT]), expected, 5)
+
+
+def test_a_large_packet_across_frames_and_segments(codec: ModuleType) -> None:
+    payload = bytes(range(256)) * 1000
+    conv = [(0, codec.Connect("big", protocol_version=4)), (1, codec.ConnAck()),
+            (0, codec.Publish("big/one", payload, qos=1, packet_id=1)), (1, codec.PubAck(1)),
+            (1, codec.Publish("big/two", payload[:70000]))]
+    ws = WsSession(sizes=(1460, 65483))
+    expected = send_packets(ws, encode_all(conv, 4), "one")
+    records = read(ws.capture(), codec, payload_limit=1 << 20)
+    _check(records, expected, 4)
+    assert [r.payload for r in _packets(records) if r.topic] == [payload, payload[:70000]]
+
+
+def test_plain_mqtt_beside_websocket(codec: ModuleType) -> None:
+    """Both transports in one capture, each connection with its own."""
+    ws = WsSession()
+    send_packets(ws, encode_all(conversation(codec, 4)[:2], 4), "one")
+    plain = TcpFlow(("10.0.0.3", 50001), ("10.0.0.2", MQTT_PORT))
+    segs = plain.open() + plain.send(0, codec.Connect("tcp", protocol_version=4).encode(4))
+    raw = write(frames_for(ws.flow, ws.segs) + frames_for(plain, segs, start=100))
+    records = read(raw, codec)
+    assert {(r.client_id, r.transport) for r in records} == {("client", "websocket"),
+                                                             ("tcp", "tcp")}
+
+
+# ---------------------------------------------------------------------------------------
+# What is not an Upgrade to MQTT
+
+
+def test_a_websocket_for_something_else_is_ignored(codec: ModuleType) -> None:
+    ws = WsSession(request=websocket_request("chat"), response=websocket_response("chat"))
+    send_packets(ws, encode_all(conversation(codec, 4), 4), "one")
+    assert read(ws.capture(), codec) == []
+
+
+def test_http_on_the_mqtt_port_is_decoded_as_mqtt(codec: ModuleType) -> None:
+    """On an MQTT port, a request that is no Upgrade to MQTT is bytes that are not MQTT:
+    error records (as any such bytes there), never a crash."""
+    ws = WsSession(MQTT_PORT, request=websocket_request(None),
+                   response=websocket_response(None))
+    records = read(ws.capture(), codec)
+    assert records and {(r.kind, r.transport) for r in records} == {("error", "tcp")}
+
+
+@pytest.mark.parametrize("port", [WS_PORT, MQTT_PORT])
+def test_joined_inside_websocket_framing_is_not_decoded(codec: ModuleType,
+                                                        port: int) -> None:
+    """No Upgrade in the capture: ignored elsewhere; on an MQTT port, decoded as MQTT on
+    TCP, mostly errors (a frame's bytes may happen to frame as a packet)."""
+    ws = WsSession(port)
+    send_packets(ws, encode_all(conversation(codec, 4), 4), "one")
+    records = read(write(frames_for(ws.flow, ws.segs[5:])), codec, ports=[MQTT_PORT])
+    if port == WS_PORT:
+        assert records == []
+    else:
+        assert {r.transport for r in records} == {"tcp"}
+        assert "error" in {r.kind for r in records}
+
+
+# ---------------------------------------------------------------------------------------
+# The handshake's rules
+
+
+@pytest.mark.parametrize(("response", "error"), [
+    (websocket_response(status="404 Not Found") + b"no such path",
+     "a status other than 101 fails the handshake (RFC 6455 §4.1)"),
+    (websocket_response(accept="AAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+     "does not answer the client's key (RFC 6455 §4.1, §4.2.2)"),
+    (websocket_response(None), "it must select 'mqtt' [MQTT-6.0.0-4]"),
+    (websocket_response("mqttv3.1"), "one the client offered (RFC 6455 §4.1)"),
+    (websocket_response(upgrade=False), "lacks 'Upgrade: websocket' (RFC 6455 §4.1)"),
+    (websocket_response(extra="Sec-WebSocket-Extensions: permessage-deflate\r\n"),
+     "extension 'permessage-deflate': its frames are not decoded here"),
+    (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n",
+     "the server's response is not complete: cut short by the end of the stream"),
+    (b"x" * 20000, "no HTTP head of at most 16384 bytes"),
+])
+def test_a_bad_upgrade_response(codec: ModuleType, response: bytes,
+                                error: str) -> None:
+    ws = WsSession(response=response)
+    send_packets(ws, encode_all(conversation(codec, 4)[:4], 4), "one")
+    records = read(ws.capture(), codec)
+    assert records and {(r.kind, r.transport) for r in records} == {("error", "websocket")}
+    s2c = [r for r in records if r.direction == "s2c"]
+    first, *rest = s2c
+    assert first.stream_offset == 0
+    assert first.error.startswith("WebSocket handshake: ") and error in first.error
+    if b"\r\n\r\n" in response:
+        assert first.length == response.index(b"\r\n\r\n") + 4
+    # The rest of each direction: skipped, in one record each (the client's bytes after
+    # its request, the server's after its response).
+    skipped = "skipped: not decoded after a failed WebSocket handshake"
+    assert [r.error for r in rest] == [skipped] * len(rest)
+    assert [r.length for r in s2c] and sum(r.length for r in s2c) == ws.length[1]
+    request = len(websocket_request())
+    (c2s,) = [r for r in records if r.direction == "c2s"]
+    assert (c2s.stream_offset, c2s.length) == (request, ws.length[0] - request)
+    assert c2s.error == skipped or c2s.error.startswith(
+        "skipped: the server's WebSocket handshake response had not come")
+
+
+def test_client_frames_before_the_response_wait_for_it(codec: ModuleType) -> None:
+    """Client bytes that arrive before the 101 (as the capture orders them) are held and
+    decoded once the handshake completes."""
+    sent = encode_all(conversation(codec, 4), 4)
+    flow = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", WS_PORT))
+    connect = websocket_frame(sent[0].wire, mask=b"\x01\x02\x03\x04")
+    request = websocket_request()
+    segs = flow.open() + flow.send(0, request + connect) + flow.send(1, websocket_response())
+    records = read(write(frames_for(flow, segs)), codec)
+    assert [(r.kind, r.packet_type, r.stream_offset) for r in records] == [
+        ("packet", "CONNECT", len(request))]
+
+
+# ---------------------------------------------------------------------------------------
+# The frames' rules: each bad frame is one error record naming its rule, the rest of its
+# direction one "skipped" record; the other direction goes on.
+
+BAD_FRAMES = [
+    ("text", 0, dict(opcode=1), "a text frame: MQTT packets travel in binary frames only "
+                                "[MQTT-6.0.0-1] (MQTT 3.1.1 §6, MQTT 5.0 §6)"),
+    ("unmasked client", 0, dict(mask=None), "an unmasked frame from the client: client "
+                                            "frames are masked (RFC 6455 §5.1)"),
+    ("masked server", 1, dict(mask=b"abcd"), "a masked frame from the server: server "
+                                             "frames are not masked (RFC 6455 §5.1)"),
+    ("reserved opcode", 0, dict(opcode=3), "reserved opcode 3 (RFC 6455 §5.2)"),
+    ("reserved control opcode", 1, dict(opcode=11), "reserved opcode 11 (RFC 6455 §5.2)"),
+    ("rsv", 0, dict(rsv=0x40), "RSV bits 0x40 set, and no extension was negotiated "
+                               "(RFC 6455 §5.2)"),
+    ("long form", 1, dict(length_size=2), "a payload length not in its minimal form "
+                                          "(RFC 6455 §5.2)"),
+    ("fragmented ping", 0, dict(opcode=PING, fin=False),
+     "a fragmented control frame (RFC 6455 §5.5)"),
+    ("continuation", 0, dict(opcode=0), "a continuation frame with no fragmented message "
+                                        "to continue (RFC 6455 §5.4)"),
+]
+
+
+def _bad_session(codec: ModuleType) -> tuple[WsSession, list[Expected]]:
+    ws = WsSession(sizes=(3, 1460))
+    return ws, send_packets(ws, encode_all(conversation(codec, 4)[:4], 4), "one")
+
+
+def _check_violation(records: list[Record], side: int, at: int, end: int,
+                     error: str) -> None:
+    """The frame at TCP offset ``at`` of ``side`` broke the rule ``error``: its record
+    runs to the end of its segment, and one more (if any bytes follow) to ``end``."""
+    name = "c2s" if side == 0 else "s2c"
+    bad = [r for r in records if r.kind == "error"]
+    assert bad[0].direction == name and bad[0].transport == "websocket"
+    assert bad[0].stream_offset == at
+    assert bad[0].error == (f"WebSocket protocol error: {error}; the rest of this direction "
+                            "is not decoded")
+    rest = at + bad[0].length
+    assert [(r.direction, r.stream_offset, r.length, r.error) for r in bad[1:]] == (
+        [(name, rest, end - rest, "skipped: after a WebSocket protocol error")]
+        if rest < end else [])
+
+
+@pytest.mark.parametrize(("side", "kw", "error"), [b[1:] for b in BAD_FRAMES],
+                         ids=[b[0] for b in BAD_FRAMES])
+def test_a_bad_frame(codec: ModuleType, side: int, kw: dict[str, Any],
+                     error: str) -> None:
+    ws, expected = _bad_session(codec)
+    kw = dict(kw)
+    kw.setdefault("mask", ws.mask(side))
+    bad = websocket_frame(codec.PingReq().encode(4) if side == 0 else codec.PingResp().encode(4),
+                          **kw)
+    at = ws.send(side, bad)
+    after = ws.send(side, ws.frame(side, codec.PingReq().encode(4) if side == 0
+                                   else codec.PingResp().encode(4)))
+    # The other direction goes on.
+    ws.send(1 - side, ws.frame(1 - side, codec.PingReq().encode(4) if side else
+                               codec.PingResp().encode(4)))
+    records = read(ws.capture(), codec)
+    assert [r.packet for r in _packets(records)][:4] == [e.packet for e in expected]
+    assert [r.packet_type for r in _packets(records)][4:] == [
+        "PINGREQ" if side else "PINGRESP"]
+    _check_violation(records, side, at, ws.length[side], error)
+
+
+@pytest.mark.parametrize(("frames", "error"), [
+    ([dict(opcode=2, fin=False), dict(opcode=2)],
+     "a binary frame inside a fragmented message (RFC 6455 §5.4)"),
+    ([dict(opcode=CLOSE), dict(opcode=2)], "a frame after the close frame (RFC 6455 §5.5.1)"),
+    ([dict(opcode=PING, payload=b"x" * 126)], "a control frame of 126 bytes, over 125 "
+                                              "(RFC 6455 §5.5)"),
+])
+def test_frames_out_of_order(codec: ModuleType, frames: list[dict[str, Any]],
+                             error: str) -> None:
+    ws, _ = _bad_session(codec)
+    at = 0
+    for kw in frames:
+        kw = dict(kw)  # the parameter's dict is shared by the codecs' runs
+        at = ws.send(0, ws.frame(0, kw.pop("payload", b""), **kw))
+    records = read(ws.capture(), codec)
+    _check_violation(records, 0, at, ws.length[0], error)
+
+
+def test_a_64_bit_length_with_its_top_bit_set(codec: ModuleType) -> None:
+    ws, _ = _bad_session(codec)
+    at = ws.send(1, bytes([0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 1]) + b"more")
+    records = read(ws.capture(), codec)
+    _check_violation(records, 1, at, ws.length[1], "a 64-bit payload length with its most "
+                                                   "significant bit set (RFC 6455 §5.2)")
+
+
+def test_a_packet_cut_by_a_bad_frame(codec: ModuleType) -> None:
+    ws, _ = _bad_session(codec)
+    wire = codec.Publish("a/b", b"x" * 40).encode(4)
+    start = ws.send(0, ws.frame(0, wire[:10]))
+    at = ws.send(0, ws.frame(0, wire[10:], opcode=1))
+    records = read(ws.capture(), codec)
+    cut, bad = [r for r in records if r.kind == "error"]
+    assert (cut.stream_offset, cut.length, cut.error) == (
+        start, 10, "incomplete packet: cut short by a WebSocket protocol error")
+    assert bad.stream_offset == at and "[MQTT-6.0.0-1]" in bad.error
+
+
+def test_lost_bytes_end_the_framing(codec: ModuleType) -> None:
+    """After a gap, WebSocket framing is not resynchronised: the gap, then the rest of
+    the direction skipped; the other direction goes on."""
+    ws, _ = _bad_session(codec)
+    ws.sizes = (1460,)
+    lost = ws.send(0, ws.frame(0, codec.Publish("a/b", b"x" * 40).encode(4)))
+    lost_seg = len(ws.segs) - 2
+    after = ws.send(0, ws.frame(0, codec.PingReq().encode(4)))
+    ws.send(1, ws.frame(1, codec.PingResp().encode(4)))
+    segs = ws.segs[:lost_seg] + ws.segs[lost_seg + 1:] + ws.flow.close()
+    records = read(write(frames_for(ws.flow, segs)), codec)
+    rest = [(r.kind, r.direction, r.stream_offset, r.length, r.error, r.transport)
+            for r in records if r.kind != "packet"]
+    assert rest == [
+        ("gap", "c2s", lost, after - lost, "bytes missing from the capture", "websocket"),
+        ("error", "c2s", after, ws.length[0] - after,
+         "skipped: WebSocket framing is not resynchronised after lost bytes", "websocket"),
+    ]
+    assert _packets(records)[-1].packet_type == "PINGRESP"
+
+
+def test_a_frame_header_cut_by_the_end(codec: ModuleType) -> None:
+    ws, _ = _bad_session(codec)
+    at = ws.send(0, ws.frame(0, b"\xc0\x00")[:3])  # a masked frame's header is 6 bytes
+    records = read(ws.capture(), codec)
+    (cut,) = [r for r in records if r.kind == "error"]
+    assert (cut.direction, cut.stream_offset, cut.length, cut.error) == (
+        "c2s", at, 3, "incomplete WebSocket frame header: cut short by the end of the "
+                      "stream (fin)")
