@@ -4,15 +4,26 @@ bytes; and a real capture of paho-mqtt talking to amqtt's WebSocket listener."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import paho.mqtt.client as mqtt
 import pytest
 from capture_helpers import conversation, encode_all, frames_for, read, write
+from test_capture_live import maker  # the live tests' tcpdump and free_port
 
-from mqttwire.capture import Record
+from mqttwire.capture import Record, read_capture
 from mqttwire.capture.synth import (
     Segment,
     TcpFlow,
@@ -417,3 +428,176 @@ def test_a_frame_header_cut_by_the_end(codec: ModuleType) -> None:
     assert (cut.direction, cut.stream_offset, cut.length, cut.error) == (
         "c2s", at, 3, "incomplete WebSocket frame header: cut short by the end of the "
                       "stream (fin)")
+
+
+# ---------------------------------------------------------------------------------------
+# A real capture: paho-mqtt over WebSocket to amqtt's WebSocket listener, on 127.0.0.1
+
+
+@dataclass
+class RealSession:
+    """A capture of paho-mqtt clients talking MQTT 3.1.1 over WebSocket to amqtt, and
+    what they sent and received."""
+
+    path: Path
+    port: int
+    sent: list[tuple[str, bytes, int]]  # (topic, payload, QoS) as published
+    received: list[tuple[str, bytes, int]]  # as the subscriber's paho delivered them
+
+
+SUB, PUB = "ws-sub", "ws-pub"
+TOPIC_FILTER = "ws/#"
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"amqtt exited with {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"amqtt did not listen on port {port}")
+
+
+@contextlib.contextmanager
+def amqtt_broker(port: int, workdir: Path) -> Iterator[None]:
+    """amqtt with one WebSocket listener on 127.0.0.1:port, anonymous clients allowed."""
+    conf = workdir / "amqtt.yaml"
+    conf.write_text(
+        "listeners:\n  default:\n    type: ws\n    bind: 127.0.0.1:%d\n"
+        "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
+        "    allow_anonymous: true\n" % port)
+    log = open(workdir / "amqtt.log", "wb")  # noqa: SIM115  # closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from amqtt.scripts.broker_script import main; main()",
+         "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_port(port, proc)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+def _paho(client_id: str, port: int) -> Any:
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                         transport="websockets", protocol=mqtt.MQTTv311)
+    client.ws_set_options(path="/mqtt")
+    client.connect("127.0.0.1", port, keepalive=30)
+    client.loop_start()
+    return client
+
+
+def _run_clients(port: int, sent: list[tuple[str, bytes, int]]) -> list[tuple[str, bytes, int]]:
+    received: list[tuple[str, bytes, int]] = []
+    sub = _paho(SUB, port)
+    sub.on_message = lambda _c, _u, m: received.append((m.topic, m.payload, m.qos))
+    subscribed = threading.Event()
+    sub.on_subscribe = lambda *_: subscribed.set()
+    sub.subscribe(TOPIC_FILTER, qos=2)
+    assert subscribed.wait(10), "no SUBACK"
+    pub = _paho(PUB, port)
+    for topic, payload, qos in sent:
+        pub.publish(topic, payload, qos=qos).wait_for_publish(10)
+    deadline = time.monotonic() + 20
+    while len(received) < len(sent) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for client in (pub, sub):
+        client.disconnect()
+        client.loop_stop()
+    return received
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> RealSession:
+    if shutil.which("tcpdump") is None:
+        pytest.skip("tcpdump is not installed")
+    workdir = tmp_path_factory.mktemp("websocket")
+    path = workdir / "websocket.pcap"
+    port = maker.free_port()
+    sent = [("ws/qos0", b"zero", 0), ("ws/qos1", b"one", 1), ("ws/qos2", b"two", 2),
+            ("ws/large", bytes(range(256)) * 400, 1)]  # 100 KiB: frames across segments
+    with amqtt_broker(port, workdir):
+        try:
+            with maker.tcpdump(str(path), port):
+                received = _run_clients(port, sent)
+        except RuntimeError as exc:  # tcpdump cannot capture here (no permission, no lo)
+            pytest.skip(str(exc))
+    return RealSession(path, port, sent, received)
+
+
+@pytest.mark.interop
+def test_real_capture_matches_what_was_sent(codec: ModuleType, real: RealSession) -> None:
+    records = list(read_capture(real.path, codec=codec, payload_limit=1 << 20))
+    assert records, "nothing decoded"
+    assert [r for r in records if r.kind != "packet"] == []
+    assert {r.transport for r in records} == {"websocket"}
+    assert {r.protocol_version for r in records} == {4}
+    # The same records when the broker's port is an MQTT port of the read.
+    same = list(read_capture(real.path, codec=codec, payload_limit=1 << 20,
+                             ports=[real.port]))
+    assert [repr(r) for r in same] == [repr(r) for r in records]
+
+    def kinds(client_id: str, direction: str) -> list[str]:
+        return [r.packet_type for r in records  # type: ignore[misc]
+                if r.client_id == client_id and r.direction == direction]
+
+    published = [r for r in records if r.client_id == PUB and r.packet_type == "PUBLISH"]
+    assert [(r.topic, r.payload, r.qos) for r in published] == real.sent
+    assert kinds(PUB, "c2s") == ["CONNECT", "PUBLISH", "PUBLISH", "PUBLISH", "PUBREL",
+                                 "PUBLISH", "DISCONNECT"]
+    assert kinds(PUB, "s2c") == ["CONNACK", "PUBACK", "PUBREC", "PUBCOMP", "PUBACK"]
+    (subscribe,) = [r for r in records if r.packet_type == "SUBSCRIBE"]
+    assert (subscribe.client_id, subscribe.topic_filters) == (SUB, [TOPIC_FILTER])
+    delivered = [r for r in records if r.client_id == SUB and r.packet_type == "PUBLISH"]
+    assert [(r.topic, r.payload, r.qos) for r in delivered] == real.received
+    assert [(t, p) for t, p, _ in real.received] == [(t, p) for t, p, _ in real.sent]
+
+
+def _follow(path: Path, index: int) -> tuple[bytes, bytes]:
+    """The client's and the server's TCP stream of connection ``index`` (from 0), as
+    tshark reassembles them (follow,tcp,raw: the server's lines are indented)."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    out = subprocess.run(["tshark", "-r", str(path), "-q", "-z", f"follow,tcp,raw,{index}"],
+                         capture_output=True, check=True, timeout=120).stdout.decode()
+    sides: tuple[list[bytes], list[bytes]] = ([], [])
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Node 1:")) + 1
+    for line in lines[start:]:
+        if line.startswith("="):
+            break
+        sides[line.startswith("\t")].append(bytes.fromhex(line.strip()))
+    return b"".join(sides[0]), b"".join(sides[1])
+
+
+@pytest.mark.interop
+def test_real_capture_offsets_point_at_frames(codec: ModuleType, real: RealSession) -> None:
+    """Each record's stream_offset is the header of a binary WebSocket frame in the TCP
+    stream as tshark reassembles it, masked from the client only, and the first packet of
+    each frame is what the frame's payload begins with, once unmasked."""
+    records = list(read_capture(real.path, codec=codec))
+    checked = 0
+    for conn_id in sorted({r.connection_id for r in records}):  # type: ignore[type-var]
+        index = int(conn_id.split("#")[1]) - 1  # type: ignore[union-attr]
+        streams = _follow(real.path, index)
+        seen = set()
+        for rec in records:
+            if rec.connection_id != conn_id:
+                continue
+            stream = streams[rec.direction == "s2c"]
+            at = rec.stream_offset
+            assert at is not None
+            b0, b1 = stream[at], stream[at + 1]
+            assert b0 & 0x0F == 2 and bool(b1 & 0x80) == (rec.direction == "c2s"), rec
+            if (rec.direction, at) in seen:
+                continue  # a later packet of the same frame
+            seen.add((rec.direction, at))
+            n7 = b1 & 0x7F
+            size = 2 + (2 if n7 == 126 else 8 if n7 == 127 else 0)
+            first = stream[at + size + 4] ^ stream[at + size] if b1 & 0x80 else stream[at + size]
+            assert first == rec.packet.encode(4)[0], rec
+            checked += 1
+    assert checked >= 20
