@@ -8,7 +8,9 @@ Accounting: every byte of every MQTT stream ends up in exactly one record, as a 
 an error (bytes that did not decode) or a gap (bytes the capture lost); the records of a
 direction, sorted by ``stream_offset``, tile the stream without holes or overlaps.
 Records of kind "end" (made only on request, see :class:`MqttStreams`) cover no bytes: each
-marks where a direction ended, after all of its other records.
+marks where a direction ended, after all of its other records.  MQTT over WebSocket
+(websocket.py) is decoded here too, from the frames' payloads: there the packet records
+tile the MQTT bytes, while their offsets point into the TCP stream (see websocket.py).
 
 Where decoding starts.  A direction whose start is in the capture (after a SYN) is
 decoded from its first byte: the client's with a decoder that learns the level from the
@@ -906,7 +908,9 @@ class MqttStreams:
     Args:
         capture: the capture's name, used in records and connection ids.
         ports: the MQTT server ports.  A connection to one of them is MQTT; another
-            connection is MQTT if its first bytes (after a SYN) are a CONNECT.
+            connection is MQTT if its first bytes (after a SYN) are a CONNECT, or a
+            WebSocket Upgrade request that offers MQTT (websocket.py, which a connection
+            on an MQTT port that begins with one goes through too).
         codec: the codec module (``mqttwire._pure`` or ``mqttwire._speedups``).
         payload_limit: keep PUBLISH payloads cut to this many bytes; None keeps none.
         version: the protocol level to assume for connections whose CONNECT is not in

@@ -41,13 +41,16 @@ mid-stream): its frames are not MQTT packets, so on an MQTT port they become err
 records, and elsewhere it is ignored.
 
 Why no library parses the frames.  wsproto's ``FrameDecoder`` is the sans-I/O frame
-parser that fits (the ``websockets`` package's ``Frame.parse`` reads a whole frame
-through a generator and reports no frame positions): it takes 6.6 us a frame, 9.6 MB/s,
-on 60-byte masked frames in 1460-byte segments, where this parser, which does only what
-a capture needs (no UTF-8 checks, no message assembly, payloads passed on as they
-arrive), takes 2.3 us, 26 MB/s (the same frames, the same machine; see the commit that
-added this module), and it hides each frame's header position, which ``stream_offset``
-needs.  Unmasking is one XOR of two integers, as wsproto's own fallback does it.
+parser that fits (the ``websockets`` package's ``Frame.parse`` is a generator that reads
+a whole frame before it returns, so a large frame's MQTT bytes could not be passed on as
+its segments arrive).  On 20,000 masked 60-byte frames in 1460-byte segments it took
+6.9 us a frame (9.5 MB/s), where this parser, which does only what a capture needs (no
+UTF-8 checks, no message assembly, payloads passed on as they arrive), takes 2.3 us
+(28.9 MB/s); on 600-byte frames 9.9 us against 5.0 us (best of three, one machine).  And
+it keeps each frame's header position to itself, which ``stream_offset`` needs.  For
+scale, a whole read of 60-byte PUBLISHes one to a segment took 11.7 us a packet over
+WebSocket (pure-Python loop; the compiled loop hands these connections to it) against
+2.2 us on plain TCP (compiled loop).  Unmasking is one XOR of two integers.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ class WsSession:
         self.rng = random.Random(seed)
         self.send(0, websocket_request() if request is None else request)
         self.send(1, websocket_response() if response is None else response)
+        self.handshake = len(self.segs)  # the segments up to the handshake's end
 
     def send(self, side: int, data: bytes) -> int:
         """Send ``data`` from ``side``; returns its TCP stream offset."""
@@ -428,6 +429,28 @@ def test_a_frame_header_cut_by_the_end(codec: ModuleType) -> None:
     assert (cut.direction, cut.stream_offset, cut.length, cut.error) == (
         "c2s", at, 3, "incomplete WebSocket frame header: cut short by the end of the "
                       "stream (fin)")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_bytes_and_lost_segments_never_crash(codec: ModuleType, seed: int) -> None:
+    """Garbage after a valid handshake, or a valid session with segments lost: records
+    (the conftest compares both loops'), never an exception or a hang."""
+    rng = random.Random(seed)
+    ws = WsSession(sizes=(rng.randint(1, 40),), seed=seed)
+    if seed % 2:
+        for _ in range(8):
+            side = rng.randint(0, 1)
+            ws.send(side, rng.randbytes(rng.randint(1, 200)))
+        segs = ws.segs
+    else:
+        send_packets(ws, encode_all(conversation(codec, 5), 5),
+                     rng.choice(["one", "joined", "split", "fragmented"]))
+        segs = ws.segs[: ws.handshake] + [g for g in ws.segs[ws.handshake :]
+                                          if not g.payload or rng.random() > 0.1]
+    records = read(write(frames_for(ws.flow, segs + ws.flow.close())), codec,
+                   stream_ends=True)
+    assert {r.transport for r in records} == {"websocket"}
+    assert sorted(r.direction for r in records if r.kind == "end") == ["c2s", "s2c"]
 
 
 # ---------------------------------------------------------------------------------------
