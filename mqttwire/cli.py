@@ -233,6 +233,7 @@ def _dissect(args: argparse.Namespace) -> int:
 
     ports = args.ports or [1883]
     told: set[str] = set()  # connections whose inferred level was announced
+    websocket: set[str] = set()  # WebSocket connections announced
     frames = False  # whether any record came from a frame of the capture
     try:
         for rec in read_capture(args.capture, ports=ports, payload_limit=args.payload_limit,
@@ -243,6 +244,9 @@ def _dissect(args: argparse.Namespace) -> int:
                 print(f"mqttwire: {rec.error}", file=sys.stderr)
                 return 0 if frames else 1
             frames = True
+            if rec.transport == "websocket" and rec.connection_id not in websocket:
+                websocket.add(rec.connection_id)  # type: ignore[arg-type]  # set here
+                print(f"# {rec.connection_id}: {_WEBSOCKET}")
             if rec.version_source in _INFERRED and rec.connection_id not in told:
                 told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
                 print(f"# {rec.connection_id}: "
@@ -266,6 +270,12 @@ _INFERRED = {
     "default": "no usable CONNECT in the capture, and its traffic fits 3.1.1 and 5.0 "
                "alike; decoded at level {} (3.1.1, the default; --assume-version sets it)",
 }
+
+
+#: What ``dissect`` says before the first record of a WebSocket connection: its offsets
+#: are not those of plain MQTT on TCP (mqttwire/capture/websocket.py).
+_WEBSOCKET = ("MQTT over WebSocket: @ is the TCP stream offset of the frame that holds "
+              "the packet's first byte")
 
 
 def _record_line(rec: Record) -> str:
