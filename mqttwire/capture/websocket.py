@@ -21,10 +21,11 @@ frame may hold several packets or a part of one [MQTT-6.0.0-2].  Ping, pong and 
 frames are skipped.  A frame that breaks a rule (a text frame [MQTT-6.0.0-1], a client
 frame without a mask or a server frame with one (RFC 6455 §5.1), a reserved opcode or
 RSV bit (§5.2), a length not in its minimal form (§5.2), a fragmented or long control
-frame (§5.5), a misplaced continuation frame (§5.4), a frame after the close frame
-(§5.5.1)) is an error record that names the rule, and the rest of that direction is
-skipped: a conforming peer fails the connection on any of them (RFC 6455 §7.1.7,
-[MQTT-6.0.0-1]), and where the next frame starts cannot be trusted.  So are the bytes
+frame (§5.5), a misplaced continuation frame (§5.4), a data frame after the close frame
+(§5.5.1); more than :data:`MAX_HELD` client bytes before the server's answer (§4.1)) is
+an error record that names the rule, and the rest of that direction is skipped: a
+conforming peer fails the connection on any of them (RFC 6455 §7.1.7, [MQTT-6.0.0-1]),
+and where the next frame starts cannot be trusted.  So are the bytes
 after lost ones (a gap): WebSocket framing is not resynchronised.
 
 Offsets.  The MQTT records of a WebSocket connection count ``length`` in MQTT bytes (the
@@ -37,8 +38,8 @@ are in no record while they are valid.  Records of WebSocket errors (and gaps) c
 TCP bytes at TCP stream offsets.  An "end" record is at the TCP stream's end.
 
 Not decoded: a WebSocket connection whose Upgrade is not in the capture (joined
-mid-stream): its frames are not MQTT packets, so on an MQTT port they become error
-records, and elsewhere it is ignored.
+mid-stream): elsewhere it is ignored, and on an MQTT port its bytes are decoded as MQTT
+on TCP, mostly into error records (a frame's bytes may happen to frame as a packet).
 
 Why no library parses the frames.  wsproto's ``FrameDecoder`` is the sans-I/O frame
 parser that fits (the ``websockets`` package's ``Frame.parse`` is a generator that reads
@@ -72,6 +73,11 @@ SUBPROTOCOLS = ("mqtt", "mqttv3.1")
 
 #: The longest HTTP head (request or response, through its blank line) waited for.
 MAX_HEAD = 16384
+#: The most bytes held while the handshake is not complete: a client may send nothing
+#: after its request until the server has answered (RFC 6455 §4.1), but a capture may
+#: order the two directions' segments differently from the endpoints, so a little is
+#: held and framed once the answer comes.
+MAX_HELD = 1 << 20
 
 # RFC 6455 §1.3: the GUID appended to the client's key for Sec-WebSocket-Accept.
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -183,8 +189,6 @@ def _frame_error(b0: int, b1: int, length: int, client: bool, closed: bool,
     sent by the client or the server (``client``) after a close frame or not
     (``closed``), inside a fragmented message or not (``in_message``); None if none."""
     opcode = b0 & 0x0F
-    if closed:
-        return "a frame after the close frame (RFC 6455 §5.5.1)"
     if b0 & 0x70:
         return (f"RSV bits 0x{b0 & 0x70:02x} set, and no extension was negotiated "
                 "(RFC 6455 §5.2)")
@@ -206,6 +210,8 @@ def _frame_error(b0: int, b1: int, length: int, client: bool, closed: bool,
         if length > 125:
             return f"a control frame of {length} bytes, over 125 (RFC 6455 §5.5)"
         return None
+    if closed:  # control frames may still follow (a pong, say); data frames may not
+        return "a data frame after the close frame (RFC 6455 §5.5.1)"
     if opcode == 1:
         return ("a text frame: MQTT packets travel in binary frames only [MQTT-6.0.0-1] "
                 "(MQTT 3.1.1 §6, MQTT 5.0 §6)")
@@ -376,6 +382,9 @@ class WsDirection:
         elif mode == _HTTP or mode == _HELD:
             self.buf += data
             ws = self.ws
+            if len(self.buf) > MAX_HELD:
+                self._overflow(ts)
+                return
             if mode == _HELD:
                 return  # the client's bytes after its request: frames, once it is answered
             if not self.client:
@@ -450,6 +459,24 @@ class WsDirection:
             self.mode = _FAILED
             self.skip_from = self.end
             self.why = ""
+
+    def _overflow(self, ts: int) -> None:
+        """More than MAX_HELD bytes came while the handshake was not complete."""
+        ws = self.ws
+        if self.mode == _HTTP and self.client:
+            ws.fallback(ts)  # a request that long is no Upgrade (an MQTT port: decode)
+            return
+        if self.mode == _HTTP:
+            ws.handshake_failed(ts, f"the server sent over {MAX_HELD} bytes before the "
+                                "handshake completed (RFC 6455 §4.1)", len(self.buf))
+            return
+        start = ws.request.size  # type: ignore[union-attr]  # set in _HELD
+        self.inner._record(
+            "error", ts, start, self.end - start,
+            error=f"WebSocket handshake: the client sent over {MAX_HELD} bytes after its "
+                  "request without the server's answer; it must wait for the answer "
+                  f"(RFC 6455 §4.1){_FAILED_AFTER}")
+        self.fail(self.end, "skipped: after a WebSocket protocol error")
 
     def _skipped(self, ts: int) -> None:
         """The record of the bytes skipped since ``skip_from``."""
@@ -542,7 +569,7 @@ class WsDirection:
                     self.fd.append(at + size)
             else:  # ping, pong, close: skipped
                 self.feeds = False
-                self.closed = opcode == 8
+                self.closed = self.closed or opcode == 8
         self._pass(chunks, first, ts, boundary)
 
     def _pass(self, chunks: list[bytes], first: int, ts: int, boundary: bool) -> None:

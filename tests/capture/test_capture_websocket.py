@@ -282,6 +282,20 @@ def test_a_bad_upgrade_response(codec: ModuleType, response: bytes,
         "skipped: the server's WebSocket handshake response had not come")
 
 
+def test_client_bytes_before_the_response_are_held_within_a_limit(codec: ModuleType) -> None:
+    ws = WsSession(response=b"", sizes=(65000,))
+    request = len(websocket_request())
+    ws.send(0, ws.frame(0, b"\x00" * 2_000_000))
+    # 1 MiB is held: the 17th segment of 65,000 bytes goes past it.
+    over = request + 17 * 65000
+    records = read(ws.capture(), codec)
+    assert [(r.kind, r.direction, r.stream_offset, r.length) for r in records] == [
+        ("error", "c2s", request, over - request), ("error", "c2s", over, ws.length[0] - over)]
+    assert "without the server's answer; it must wait for the answer (RFC 6455 §4.1)" in (
+        records[0].error)
+    assert records[1].error == "skipped: after a WebSocket protocol error"
+
+
 def test_client_frames_before_the_response_wait_for_it(codec: ModuleType) -> None:
     """Client bytes that arrive before the 101 (as the capture orders them) are held and
     decoded once the handshake completes."""
@@ -365,7 +379,8 @@ def test_a_bad_frame(codec: ModuleType, side: int, kw: dict[str, Any],
 @pytest.mark.parametrize(("frames", "error"), [
     ([dict(opcode=2, fin=False), dict(opcode=2)],
      "a binary frame inside a fragmented message (RFC 6455 §5.4)"),
-    ([dict(opcode=CLOSE), dict(opcode=2)], "a frame after the close frame (RFC 6455 §5.5.1)"),
+    ([dict(opcode=CLOSE), dict(opcode=PONG), dict(opcode=2)],
+     "a data frame after the close frame (RFC 6455 §5.5.1)"),
     ([dict(opcode=PING, payload=b"x" * 126)], "a control frame of 126 bytes, over 125 "
                                               "(RFC 6455 §5.5)"),
 ])
