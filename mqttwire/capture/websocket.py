@@ -311,9 +311,9 @@ class WsDirection:
     """One direction of a WebSocket connection: the TCP stream's user (in the place of
     its records._Direction, ``inner``, which decodes the MQTT bytes it passes on)."""
 
-    __slots__ = ("buf", "client", "fd", "fixed", "flen", "fp", "ft", "ftcp",
-                 "hdr", "in_message", "inner", "key", "left", "mode", "pay", "phase",
-                 "skip_from", "closed", "end", "feeds", "why", "ws")
+    __slots__ = ("buf", "client", "closed", "end", "fd", "feeds", "flen", "fp", "ft",
+                 "ftcp", "hdr", "in_message", "inner", "key", "left", "mode", "pay",
+                 "phase", "skip_from", "why", "ws")
 
     def __init__(self, ws: WebSocket, inner: _Direction, client: bool) -> None:
         self.ws = ws
@@ -326,7 +326,6 @@ class WsDirection:
         self.end = 0  # TCP stream offset after the last byte received
         self.hdr = b""  # the part of a frame header cut by the end of a segment
         self.ftcp = 0  # TCP stream offset of the current frame's header
-        self.fixed = 0  # its header's size
         self.flen = 0  # its payload length
         self.left = 0  # its payload bytes still to come
         self.feeds = False  # its payload is MQTT bytes (a binary message's)
@@ -375,6 +374,8 @@ class WsDirection:
     # -- stream events (records.MqttStreams calls these, as a _Direction's) ---------------
 
     def data(self, offset: int, data: Any, ts: int, boundary: bool) -> None:
+        # ``boundary`` (a TCP segment's start) is not used: the MQTT decoding looks for
+        # packet starts at frame starts instead (frames, below).
         self.end = offset + len(data)
         mode = self.mode
         if mode == _FRAMES:
@@ -556,7 +557,6 @@ class WsDirection:
             pos += size - len(hdr)
             opcode = b0 & 0x0F
             self.ftcp = at
-            self.fixed = size
             self.flen = self.left = length
             self.key = h[size - 4 : size] if b1 & 0x80 else b""
             self.phase = 0
