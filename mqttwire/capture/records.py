@@ -58,11 +58,9 @@ from typing import Any
 from .._constants import PACKET_NAMES
 from .._errors import MQTTWireError
 from .._framing import frame_header
+from . import websocket  # which imports nothing of this module at run time: no cycle
 from .shared_slots import CONNECTION, DIRECTION
 from .tcp import TcpConnection, TcpReassembler, TcpStream
-
-# websocket.py uses this module's classes at run time, never at import: no cycle.
-from . import websocket  # noqa: E402  # isort: skip
 
 __all__ = ["MqttStreams", "Record", "looks_like_connect"]
 

@@ -364,8 +364,8 @@ def test_a_bad_frame(codec: ModuleType, side: int, kw: dict[str, Any],
     bad = websocket_frame(codec.PingReq().encode(4) if side == 0 else codec.PingResp().encode(4),
                           **kw)
     at = ws.send(side, bad)
-    after = ws.send(side, ws.frame(side, codec.PingReq().encode(4) if side == 0
-                                   else codec.PingResp().encode(4)))
+    ws.send(side, ws.frame(side, codec.PingReq().encode(4) if side == 0
+                           else codec.PingResp().encode(4)))  # skipped
     # The other direction goes on.
     ws.send(1 - side, ws.frame(1 - side, codec.PingReq().encode(4) if side else
                                codec.PingResp().encode(4)))
@@ -503,10 +503,10 @@ def amqtt_broker(port: int, workdir: Path) -> Iterator[None]:
     """amqtt with one WebSocket listener on 127.0.0.1:port, anonymous clients allowed."""
     conf = workdir / "amqtt.yaml"
     conf.write_text(
-        "listeners:\n  default:\n    type: ws\n    bind: 127.0.0.1:%d\n"
+        f"listeners:\n  default:\n    type: ws\n    bind: 127.0.0.1:{port}\n"
         "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
-        "    allow_anonymous: true\n" % port)
-    log = open(workdir / "amqtt.log", "wb")  # noqa: SIM115  # closed below
+        "    allow_anonymous: true\n")
+    log = open(workdir / "amqtt.log", "wb")  # closed below
     proc = subprocess.Popen(
         [sys.executable, "-c", "from amqtt.scripts.broker_script import main; main()",
          "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
