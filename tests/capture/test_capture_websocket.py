@@ -216,6 +216,20 @@ def test_a_websocket_for_something_else_is_ignored(codec: ModuleType) -> None:
     assert read(ws.capture(), codec) == []
 
 
+@pytest.mark.parametrize("request_bytes", [
+    websocket_request().replace(b"HTTP/1.1", b"HTTP/1.0"),  # RFC 6455 §4.1: 1.1 or later
+    websocket_request().replace(b"Upgrade: websocket\r\n", b""),
+    websocket_request().replace(b"Sec-WebSocket-Key: ", b"X-Key: "),
+    websocket_request("MQTT"),  # subprotocol names are compared as they are
+    websocket_request().replace(b"GET ", b"POST "),
+    b"GET /mqtt HTTP/1.1\r\nUpgrade websocket\r\n\r\n",  # no colon: no HTTP head
+], ids=["http-1.0", "no-upgrade", "no-key", "MQTT", "post", "no-colon"])
+def test_a_request_that_is_no_upgrade_to_mqtt(codec: ModuleType, request_bytes: bytes) -> None:
+    ws = WsSession(request=request_bytes)
+    send_packets(ws, encode_all(conversation(codec, 4), 4), "one")
+    assert read(ws.capture(), codec) == []
+
+
 def test_http_on_the_mqtt_port_is_decoded_as_mqtt(codec: ModuleType) -> None:
     """On an MQTT port, a request that is no Upgrade to MQTT is bytes that are not MQTT:
     error records (as any such bytes there), never a crash."""
@@ -223,6 +237,21 @@ def test_http_on_the_mqtt_port_is_decoded_as_mqtt(codec: ModuleType) -> None:
                    response=websocket_response(None))
     records = read(ws.capture(), codec)
     assert records and {(r.kind, r.transport) for r in records} == {("error", "tcp")}
+
+
+@pytest.mark.parametrize("port", [WS_PORT, MQTT_PORT])
+def test_a_request_cut_by_the_end(codec: ModuleType, port: int) -> None:
+    """An Upgrade request that never completes: elsewhere ignored; on an MQTT port, its
+    bytes are what they are there, bytes that are not MQTT."""
+    flow = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", port))
+    segs = flow.open() + flow.send(0, websocket_request()[:60], (7,)) + flow.close()
+    records = read(write(frames_for(flow, segs)), codec, ports=[MQTT_PORT], stream_ends=True)
+    if port == WS_PORT:
+        assert records == []
+    else:
+        assert [(r.kind, r.transport) for r in records] == [
+            ("error", "tcp"), ("end", "tcp"), ("end", "tcp")]
+        assert (records[0].stream_offset, records[0].length) == (0, 60)
 
 
 @pytest.mark.parametrize("port", [WS_PORT, MQTT_PORT])
@@ -252,6 +281,8 @@ def test_joined_inside_websocket_framing_is_not_decoded(codec: ModuleType,
     (websocket_response(None), "it must select 'mqtt' [MQTT-6.0.0-4]"),
     (websocket_response("mqttv3.1"), "one the client offered (RFC 6455 §4.1)"),
     (websocket_response(upgrade=False), "lacks 'Upgrade: websocket' (RFC 6455 §4.1)"),
+    (websocket_response().replace(b"Connection: Upgrade\r\n", b""),
+     "lacks 'Connection: Upgrade' (RFC 6455 §4.1)"),
     (websocket_response(extra="Sec-WebSocket-Extensions: permessage-deflate\r\n"),
      "extension 'permessage-deflate': its frames are not decoded here"),
     (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n",
