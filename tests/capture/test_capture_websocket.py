@@ -1,6 +1,7 @@
 """MQTT over WebSocket in captures (mqttwire/capture/websocket.py): synthetic sessions
 with frames split and joined every way, control frames and masking, each rule's bad
-bytes; and a real capture of paho-mqtt talking to amqtt's WebSocket listener."""
+bytes; and real captures of paho-mqtt talking MQTT 3.1.1 to amqtt's WebSocket listener
+and MQTT 5.0 to examples/broker.py behind the websockets package (ws_broker.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from capture_helpers import conversation, encode_all, frames_for, read, write
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 from test_capture_live import maker  # the live tests' tcpdump and free_port
 
 from mqttwire.capture import Record, read_capture
@@ -500,47 +503,55 @@ def test_random_bytes_and_lost_segments_never_crash(codec: ModuleType, seed: int
 
 
 # ---------------------------------------------------------------------------------------
-# A real capture: paho-mqtt over WebSocket to amqtt's WebSocket listener, on 127.0.0.1
+# Real captures: paho-mqtt over WebSocket, on 127.0.0.1, to amqtt's WebSocket listener at
+# MQTT 3.1.1, and to the project's example broker behind the websockets package
+# (ws_broker.py) at MQTT 5.0
 
 
 @dataclass
 class RealSession:
-    """A capture of paho-mqtt clients talking MQTT 3.1.1 over WebSocket to amqtt, and
-    what they sent and received."""
+    """A capture of paho-mqtt clients talking MQTT over WebSocket to a broker, and what
+    they sent and received."""
 
     path: Path
     port: int
+    version: int
     sent: list[tuple[str, bytes, int]]  # (topic, payload, QoS) as published
     received: list[tuple[str, bytes, int]]  # as the subscriber's paho delivered them
 
 
 SUB, PUB = "ws-sub", "ws-pub"
 TOPIC_FILTER = "ws/#"
+BROKERS = {"amqtt": 4, "example": 5}  # the broker, and the level its clients speak
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"amqtt exited with {proc.returncode}")
+            raise AssertionError(f"the broker exited with {proc.returncode}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
         time.sleep(0.1)
-    raise AssertionError(f"amqtt did not listen on port {port}")
+    raise AssertionError(f"the broker did not listen on port {port}")
 
 
 @contextlib.contextmanager
-def amqtt_broker(port: int, workdir: Path) -> Iterator[None]:
-    """amqtt with one WebSocket listener on 127.0.0.1:port, anonymous clients allowed."""
-    conf = workdir / "amqtt.yaml"
-    conf.write_text(
-        f"listeners:\n  default:\n    type: ws\n    bind: 127.0.0.1:{port}\n"
-        "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
-        "    allow_anonymous: true\n")
-    log = open(workdir / "amqtt.log", "wb")  # closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from amqtt.scripts.broker_script import main; main()",
-         "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
+def ws_broker(name: str, port: int, workdir: Path) -> Iterator[None]:
+    """A broker with a WebSocket listener on 127.0.0.1:port, anonymous clients allowed:
+    amqtt, or examples/broker.py behind ws_broker.py."""
+    if name == "amqtt":
+        conf = workdir / "amqtt.yaml"
+        conf.write_text(
+            f"listeners:\n  default:\n    type: ws\n    bind: 127.0.0.1:{port}\n"
+            "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
+            "    allow_anonymous: true\n")
+        cmd = [sys.executable, "-c", "from amqtt.scripts.broker_script import main; main()",
+               "-c", str(conf)]
+    else:
+        cmd = [sys.executable, str(Path(__file__).with_name("ws_broker.py")), str(port)]
+    log = open(workdir / f"{name}.log", "wb")  # closed below
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_port(port, proc)
         yield
@@ -550,26 +561,32 @@ def amqtt_broker(port: int, workdir: Path) -> Iterator[None]:
         log.close()
 
 
-def _paho(client_id: str, port: int) -> Any:
+def _paho(client_id: str, port: int, version: int) -> Any:
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                         transport="websockets", protocol=mqtt.MQTTv311)
+                         transport="websockets",
+                         protocol=mqtt.MQTTv5 if version == 5 else mqtt.MQTTv311)
     client.ws_set_options(path="/mqtt")
     client.connect("127.0.0.1", port, keepalive=30)
     client.loop_start()
     return client
 
 
-def _run_clients(port: int, sent: list[tuple[str, bytes, int]]) -> list[tuple[str, bytes, int]]:
+def _run_clients(port: int, version: int,
+                 sent: list[tuple[str, bytes, int]]) -> list[tuple[str, bytes, int]]:
     received: list[tuple[str, bytes, int]] = []
-    sub = _paho(SUB, port)
+    sub = _paho(SUB, port, version)
     sub.on_message = lambda _c, _u, m: received.append((m.topic, m.payload, m.qos))
     subscribed = threading.Event()
     sub.on_subscribe = lambda *_: subscribed.set()
     sub.subscribe(TOPIC_FILTER, qos=2)
     assert subscribed.wait(10), "no SUBACK"
-    pub = _paho(PUB, port)
+    pub = _paho(PUB, port, version)
+    props = None
+    if version == 5:
+        props = Properties(PacketTypes.PUBLISH)
+        props.UserProperty = ("via", "websocket")
     for topic, payload, qos in sent:
-        pub.publish(topic, payload, qos=qos).wait_for_publish(10)
+        pub.publish(topic, payload, qos=qos, properties=props).wait_for_publish(10)
     deadline = time.monotonic() + 20
     while len(received) < len(sent) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -579,22 +596,25 @@ def _run_clients(port: int, sent: list[tuple[str, bytes, int]]) -> list[tuple[st
     return received
 
 
-@pytest.fixture(scope="module")
-def real(tmp_path_factory: pytest.TempPathFactory) -> RealSession:
+@pytest.fixture(scope="module", params=list(BROKERS))
+def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+         ) -> RealSession:
     if shutil.which("tcpdump") is None:
         pytest.skip("tcpdump is not installed")
-    workdir = tmp_path_factory.mktemp("websocket")
+    name = request.param
+    version = BROKERS[name]
+    workdir = tmp_path_factory.mktemp(f"websocket-{name}")
     path = workdir / "websocket.pcap"
     port = maker.free_port()
     sent = [("ws/qos0", b"zero", 0), ("ws/qos1", b"one", 1), ("ws/qos2", b"two", 2),
             ("ws/large", bytes(range(256)) * 400, 1)]  # 100 KiB: frames across segments
-    with amqtt_broker(port, workdir):
+    with ws_broker(name, port, workdir):
         try:
             with maker.tcpdump(str(path), port):
-                received = _run_clients(port, sent)
+                received = _run_clients(port, version, sent)
         except RuntimeError as exc:  # tcpdump cannot capture here (no permission, no lo)
             pytest.skip(str(exc))
-    return RealSession(path, port, sent, received)
+    return RealSession(path, port, version, sent, received)
 
 
 @pytest.mark.interop
@@ -603,7 +623,7 @@ def test_real_capture_matches_what_was_sent(codec: ModuleType, real: RealSession
     assert records, "nothing decoded"
     assert [r for r in records if r.kind != "packet"] == []
     assert {r.transport for r in records} == {"websocket"}
-    assert {r.protocol_version for r in records} == {4}
+    assert {r.protocol_version for r in records} == {real.version}
     # The same records when the broker's port is an MQTT port of the read.
     same = list(read_capture(real.path, codec=codec, payload_limit=1 << 20,
                              ports=[real.port]))
@@ -615,6 +635,9 @@ def test_real_capture_matches_what_was_sent(codec: ModuleType, real: RealSession
 
     published = [r for r in records if r.client_id == PUB and r.packet_type == "PUBLISH"]
     assert [(r.topic, r.payload, r.qos) for r in published] == real.sent
+    if real.version == 5:
+        assert {tuple(r.properties.user_properties) for r in published} == {
+            (("via", "websocket"),)}
     assert kinds(PUB, "c2s") == ["CONNECT", "PUBLISH", "PUBLISH", "PUBLISH", "PUBREL",
                                  "PUBLISH", "DISCONNECT"]
     assert kinds(PUB, "s2c") == ["CONNACK", "PUBACK", "PUBREC", "PUBCOMP", "PUBACK"]
@@ -643,30 +666,50 @@ def _follow(path: Path, index: int) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.interop
+def _unframe(stream: bytes, start: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """The MQTT bytes of the binary messages in a WebSocket byte ``stream`` from offset
+    ``start`` (after the handshake), and (MQTT offset, frame header's offset) of each
+    frame with MQTT bytes: the test's own reading of RFC 6455 §5.2, for valid frames."""
+    mqtt_bytes = bytearray()
+    frames = []
+    pos = start
+    while pos < len(stream):
+        b0, b1 = stream[pos], stream[pos + 1]
+        n7 = b1 & 0x7F
+        size = 2 + {126: 2, 127: 8}.get(n7, 0)
+        length = int.from_bytes(stream[pos + 2 : pos + size], "big") if size > 2 else n7
+        key = stream[pos + size : pos + size + 4] if b1 & 0x80 else b"\0\0\0\0"
+        size += 4 if b1 & 0x80 else 0
+        payload = bytes(c ^ key[i % 4] for i, c in enumerate(stream[pos + size :
+                                                                    pos + size + length]))
+        if b0 & 0x0F in (0, 2) and payload:
+            frames.append((len(mqtt_bytes), pos))
+            mqtt_bytes += payload
+        pos += size + length
+    return bytes(mqtt_bytes), frames
+
+
 def test_real_capture_offsets_point_at_frames(codec: ModuleType, real: RealSession) -> None:
-    """Each record's stream_offset is the header of a binary WebSocket frame in the TCP
-    stream as tshark reassembles it, masked from the client only, and the first packet of
-    each frame is what the frame's payload begins with, once unmasked."""
+    """In each direction's TCP stream as tshark reassembles it: the packet records, in
+    order, tile the MQTT bytes of its binary messages, each packet's first byte is the
+    one its type names, and its stream_offset is the header of the frame that holds
+    that byte."""
     records = list(read_capture(real.path, codec=codec))
     checked = 0
     for conn_id in sorted({r.connection_id for r in records}):  # type: ignore[type-var]
         index = int(conn_id.split("#")[1]) - 1  # type: ignore[union-attr]
         streams = _follow(real.path, index)
-        seen = set()
-        for rec in records:
-            if rec.connection_id != conn_id:
-                continue
-            stream = streams[rec.direction == "s2c"]
-            at = rec.stream_offset
-            assert at is not None
-            b0, b1 = stream[at], stream[at + 1]
-            assert b0 & 0x0F == 2 and bool(b1 & 0x80) == (rec.direction == "c2s"), rec
-            if (rec.direction, at) in seen:
-                continue  # a later packet of the same frame
-            seen.add((rec.direction, at))
-            n7 = b1 & 0x7F
-            size = 2 + (2 if n7 == 126 else 8 if n7 == 127 else 0)
-            first = stream[at + size + 4] ^ stream[at + size] if b1 & 0x80 else stream[at + size]
-            assert first == rec.packet.encode(4)[0], rec
-            checked += 1
-    assert checked >= 20
+        for side, name in enumerate(("c2s", "s2c")):
+            stream = streams[side]
+            mqtt_bytes, frames = _unframe(stream, stream.index(b"\r\n\r\n") + 4)
+            pos = 0
+            for rec in records:
+                if rec.connection_id != conn_id or rec.direction != name:
+                    continue
+                holder = max(at for first, at in frames if first <= pos)
+                assert rec.stream_offset == holder, rec
+                assert mqtt_bytes[pos] == rec.packet.encode(rec.protocol_version)[0], rec
+                pos += rec.length  # type: ignore[operator]
+                checked += 1
+            assert pos == len(mqtt_bytes)
+    assert checked == len(records) >= 20
