@@ -6,6 +6,7 @@ and MQTT 5.0 to examples/broker.py behind the websockets package (ws_broker.py).
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 import socket
@@ -26,6 +27,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from test_capture_live import maker  # the live tests' tcpdump and free_port
 
+import mqttwire
 from mqttwire.capture import Record, read_capture
 from mqttwire.capture.synth import (
     Segment,
@@ -550,8 +552,12 @@ def ws_broker(name: str, port: int, workdir: Path) -> Iterator[None]:
                "-c", str(conf)]
     else:
         cmd = [sys.executable, str(Path(__file__).with_name("ws_broker.py")), str(port)]
+    # The broker imports the mqttwire that this test imported, not another installed one.
+    path = os.pathsep.join(filter(None, [str(Path(mqttwire.__file__).parents[1]),
+                                         os.environ.get("PYTHONPATH")]))
     log = open(workdir / f"{name}.log", "wb")  # closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONPATH": path})
     try:
         _wait_port(port, proc)
         yield

@@ -7,7 +7,7 @@ broker writes goes out as fragmented binary messages: the writes queued at that 
 joined (a frame may then hold several MQTT packets), their first byte in a frame of its
 own and the rest in a continuation frame (a packet split across frames, as MQTT Explorer
 sends its packets).  Run: ``python ws_broker.py PORT``; it prints ``listening on
-127.0.0.1:PORT`` once it listens.
+127.0.0.1:PORT`` and the mqttwire it runs once it listens.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ async def main(port: int) -> None:
 
     async with serve(client, "127.0.0.1", port, subprotocols=[Subprotocol("mqtt")],
                      compression=None):
-        print(f"listening on 127.0.0.1:{port}", flush=True)
+        print(f"listening on 127.0.0.1:{port} ({example.mw.__file__})", flush=True)
         await asyncio.Future()  # until terminated
 
 
