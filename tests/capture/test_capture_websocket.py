@@ -22,7 +22,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-from capture_helpers import conversation, encode_all, frames_for, read, write
+from capture_helpers import Sent, conversation, encode_all, frames_for, read, write
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from test_capture_live import maker  # the live tests' tcpdump and free_port
@@ -64,6 +64,7 @@ class WsSession:
         self.segs: list[Segment] = self.flow.open()
         self.sizes = sizes
         self.length = [0, 0]
+        self.streams = (bytearray(), bytearray())  # each side's TCP stream
         self.rng = random.Random(seed)
         self.send(0, websocket_request() if request is None else request)
         self.send(1, websocket_response() if response is None else response)
@@ -75,6 +76,7 @@ class WsSession:
         self.segs += self.flow.send(side, data, self.sizes)
         self.segs.append(self.flow.ack(1 - side))
         self.length[side] += len(data)
+        self.streams[side].extend(data)
         return at
 
     def mask(self, side: int) -> bytes | None:
@@ -185,6 +187,43 @@ def test_on_any_port_and_on_the_mqtt_port(codec: ModuleType,
     ws = WsSession(port, sizes=(5, 64))
     expected = send_packets(ws, encode_all(conversation(codec, 5), 5), "one")
     _check(read(ws.capture(), codec, ports=[MQTT_PORT]), expected, 5)
+
+
+@pytest.mark.parametrize("style", ["one", "split", "joined"])
+def test_decoded_as_the_same_bytes_on_tcp(codec: ModuleType, style: str) -> None:
+    """Bad packets included: the records of a WebSocket connection are those of the same
+    MQTT bytes on plain TCP, their stream_offset the frame holding the first byte,
+    error_offset that byte in the TCP stream."""
+    sent = encode_all(conversation(codec, 4), 4)
+    qos3 = bytes([0x36, 5, 0, 1]) + b"t" + bytes([0, 1])  # [MQTT-3.3.1-4]
+    utf8 = bytes([0x30, 4, 0, 1, 0xFF, 0x41])  # topic "\xff": found at its byte 4
+    bad = [Sent(0, None, qos3, 0), Sent(1, None, bytes([0x00, 0]), 0),  # type 0: reserved
+           Sent(0, None, utf8, 0)]
+    sent = sent[:5] + bad[:1] + sent[5:8] + bad[1:] + sent[8:]
+    ws = WsSession(sizes=(9, 700))
+    expected = send_packets(ws, sent, style)
+    over_ws = read(ws.capture(), codec)
+    tcp = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", MQTT_PORT))
+    segs = tcp.open()
+    for s in sent:
+        segs += tcp.send(s.side, s.wire) + [tcp.ack(1 - s.side)]
+    over_tcp = read(write(frames_for(tcp, segs)), codec)
+    assert len(over_ws) == len(over_tcp) == len(sent)
+    same = ("kind", "direction", "length", "packet_type", "flags", "packet", "error",
+            "reason_code", "client_id", "protocol_version")
+    # The TCP records' offsets are MQTT offsets; the frames that hold them, by side.
+    handshake = (len(websocket_request()), len(websocket_response()))
+    frames = [_unframe(bytes(ws.streams[side]), handshake[side])[1] for side in (0, 1)]
+    errors = 0
+    for w, t, e in zip(over_ws, over_tcp, expected):
+        assert [getattr(w, f) for f in same] == [getattr(t, f) for f in same]
+        assert (w.transport, t.transport, w.stream_offset) == ("websocket", "tcp",
+                                                               e.frame_offset)
+        if t.error_offset is not None:  # the same byte, in the frame that holds it
+            first, _, payload = max(f for f in frames[e.side] if f[0] <= t.error_offset)
+            assert w.error_offset == payload + t.error_offset - first
+            errors += 1
+    assert errors == 3
 
 
 def test_a_large_packet_across_frames_and_segments(codec: ModuleType) -> None:
@@ -672,10 +711,11 @@ def _follow(path: Path, index: int) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.interop
-def _unframe(stream: bytes, start: int) -> tuple[bytes, list[tuple[int, int]]]:
+def _unframe(stream: bytes, start: int) -> tuple[bytes, list[tuple[int, int, int]]]:
     """The MQTT bytes of the binary messages in a WebSocket byte ``stream`` from offset
-    ``start`` (after the handshake), and (MQTT offset, frame header's offset) of each
-    frame with MQTT bytes: the test's own reading of RFC 6455 §5.2, for valid frames."""
+    ``start`` (after the handshake), and (MQTT offset, frame header's offset, payload's
+    offset) of each frame with MQTT bytes: the test's own reading of RFC 6455 §5.2, for
+    valid frames."""
     mqtt_bytes = bytearray()
     frames = []
     pos = start
@@ -689,7 +729,7 @@ def _unframe(stream: bytes, start: int) -> tuple[bytes, list[tuple[int, int]]]:
         payload = bytes(c ^ key[i % 4] for i, c in enumerate(stream[pos + size :
                                                                     pos + size + length]))
         if b0 & 0x0F in (0, 2) and payload:
-            frames.append((len(mqtt_bytes), pos))
+            frames.append((len(mqtt_bytes), pos, pos + size))
             mqtt_bytes += payload
         pos += size + length
     return bytes(mqtt_bytes), frames
@@ -712,7 +752,7 @@ def test_real_capture_offsets_point_at_frames(codec: ModuleType, real: RealSessi
             for rec in records:
                 if rec.connection_id != conn_id or rec.direction != name:
                     continue
-                holder = max(at for first, at in frames if first <= pos)
+                holder = max(f for f in frames if f[0] <= pos)[1]
                 assert rec.stream_offset == holder, rec
                 assert mqtt_bytes[pos] == rec.packet.encode(rec.protocol_version)[0], rec
                 pos += rec.length  # type: ignore[operator]
