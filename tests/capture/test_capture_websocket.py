@@ -175,6 +175,7 @@ def test_every_framing_decodes(codec: ModuleType, style: str,
     ws.send(1, ws.frame(1, b"\x03\xe8", opcode=CLOSE))
     records = read(ws.capture(), codec, stream_ends=True, payload_limit=4096)
     _check(records, expected, version)
+    _check_offsets(records, ws)
     ends = [(r.direction, r.stream_offset, r.transport) for r in records if r.kind == "end"]
     assert sorted(ends) == [("c2s", ws.length[0], "websocket"),
                             ("s2c", ws.length[1], "websocket")]
@@ -224,6 +225,40 @@ def test_decoded_as_the_same_bytes_on_tcp(codec: ModuleType, style: str) -> None
             assert w.error_offset == payload + t.error_offset - first
             errors += 1
     assert errors == 3
+
+
+def _check_offsets(records: list[Record], ws: WsSession) -> None:
+    """Each direction's packet and error records, in order, tile the MQTT bytes of its
+    binary messages, each at the header of the frame holding its first byte (the test's
+    own reading of the frames, _unframe)."""
+    for side, name in enumerate(("c2s", "s2c")):
+        stream = bytes(ws.streams[side])
+        mqtt_bytes, frames = _unframe(stream, stream.index(b"\r\n\r\n") + 4)
+        pos = 0
+        for rec in records:
+            if rec.direction == name and rec.kind in ("packet", "error"):
+                assert rec.stream_offset == max(f for f in frames if f[0] <= pos)[1], rec
+                pos += rec.length  # type: ignore[operator]
+        assert pos == len(mqtt_bytes)
+
+
+def test_a_long_connection_and_a_resynchronisation(codec: ModuleType) -> None:
+    """Thousands of frames (websocket.py forgets the old ones as decoding moves on), then
+    a Remaining Length that is not valid: the MQTT decoding looks for a trusted packet
+    start at later frames, past 2,000 frames of bytes that start none."""
+    conv = [(0, codec.Connect("long", protocol_version=4)), (1, codec.ConnAck())]
+    conv += [(0, codec.Publish(f"t/{i}", b"x")) for i in range(3000)]
+    ws = WsSession(sizes=(1460,))
+    send_packets(ws, encode_all(conv, 4), "one")
+    ws.send(0, ws.frame(0, bytes([0x30, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])))
+    ws.send(0, b"".join(ws.frame(0, b"\x00\x00") for _ in range(2000)))
+    ws.send(0, b"".join(ws.frame(0, codec.PingReq().encode(4)) for _ in range(3)))
+    records = read(ws.capture(), codec)
+    kinds = [(r.kind, r.packet_type) for r in records if r.direction == "c2s"]
+    assert kinds[:3001] == [("packet", "CONNECT")] + [("packet", "PUBLISH")] * 3000
+    assert [k for k, _ in kinds[3001:-3]] == ["error", "error"]
+    assert kinds[-3:] == [("packet", "PINGREQ")] * 3
+    _check_offsets(records, ws)
 
 
 def test_a_large_packet_across_frames_and_segments(codec: ModuleType) -> None:
