@@ -283,3 +283,14 @@ def test_transport_columns() -> None:
     assert sorted((r["client_id"], r["transport"], r["server_port"])
                   for r in tables["connections"]) == [("tcp", "tcp", 1883),
                                                       ("ws", "websocket", 8080)]
+
+
+def test_summary_counts_websocket_connections() -> None:
+    from mqttwire.spark.report import _connections_text
+
+    assert _connections_text(3, {}) == (
+        "3 MQTT connection(s); the CONNECT of every one is in the capture.")
+    assert _connections_text(3, {}, 2) == (
+        "3 MQTT connection(s) (2 over WebSocket); the CONNECT of every one is in the capture.")
+    assert _connections_text(3, {"inferred": 1}, 1).startswith(
+        "3 MQTT connection(s) (1 over WebSocket); 1 joined mid-stream")
