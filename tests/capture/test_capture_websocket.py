@@ -794,3 +794,34 @@ def test_real_capture_offsets_point_at_frames(codec: ModuleType, real: RealSessi
                 checked += 1
             assert pos == len(mqtt_bytes)
     assert checked == len(records) >= 20
+
+
+@pytest.mark.spark
+@pytest.mark.interop
+def test_real_capture_pipeline(real: RealSession, tmp_path: Path) -> None:
+    """`mqttwire pipeline` on a real WebSocket capture (local[1], a process of its own):
+    every row says websocket, the packets are those read_capture gives, and summary.md
+    counts the WebSocket connections."""
+    import pyarrow.dataset as ds
+
+    from mqttwire.spark import JavaMissing, find_java
+
+    try:
+        find_java()
+    except JavaMissing as exc:
+        pytest.skip(f"Spark needs Java: {exc}")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "mqttwire", "pipeline", str(real.path), "--out",
+                    str(out), "--master", "local[1]", "--progress", "0"],
+                   check=True, timeout=600, capture_output=True)
+    packets = ds.dataset(out / "packets", format="parquet", partitioning="hive")
+    rows = packets.to_table().to_pylist()
+    assert {(r["kind"], r["transport"]) for r in rows} == {("packet", "websocket")}
+    records = list(read_capture(real.path))
+    assert sorted((r["connection_id"], r["direction"], r["stream_offset"], r["length"])
+                  for r in rows) == sorted((r.connection_id, r.direction, r.stream_offset,
+                                            r.length) for r in records)
+    connections = ds.dataset(out / "connections", format="parquet").to_table().to_pylist()
+    assert sorted((c["client_id"], c["transport"]) for c in connections) == [
+        (PUB, "websocket"), (SUB, "websocket")]
+    assert "2 MQTT connection(s) (2 over WebSocket)" in (out / "summary.md").read_text()
