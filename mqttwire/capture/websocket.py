@@ -19,14 +19,14 @@ messages, concatenated, are that direction's MQTT stream, decoded by records.py 
 a TCP stream is: packets may be split across frames and frames across segments, one
 frame may hold several packets or a part of one [MQTT-6.0.0-2].  Ping, pong and close
 frames are skipped.  A frame that breaks a rule (a text frame [MQTT-6.0.0-1], a client
-frame without a mask or a server frame with one (RFC 6455 §5.1), a reserved opcode or
-RSV bit (§5.2), a length not in its minimal form (§5.2), a fragmented or long control
+frame without a mask or a server frame with one (RFC 6455 §5.1, §5.3), a reserved opcode
+or RSV bit (§5.2), a length not in its minimal form (§5.2), a fragmented or long control
 frame (§5.5), a misplaced continuation frame (§5.4), a data frame after the close frame
 (§5.5.1); more than :data:`MAX_HELD` client bytes before the server's answer (§4.1)) is
 an error record that names the rule, and the rest of that direction is skipped: a
 conforming peer fails the connection on any of them (RFC 6455 §7.1.7, [MQTT-6.0.0-1]),
-and where the next frame starts cannot be trusted.  So are the bytes
-after lost ones (a gap): WebSocket framing is not resynchronised.
+and where the next frame starts cannot be trusted.  So are the bytes after lost ones (a
+gap): WebSocket framing is not resynchronised.
 
 Offsets.  The MQTT records of a WebSocket connection count ``length`` in MQTT bytes (the
 unmasked payload bytes of the packet), and their ``stream_offset`` is the TCP stream
@@ -196,7 +196,8 @@ def _frame_error(b0: int, b1: int, length: int, client: bool, closed: bool,
         return f"reserved opcode {opcode} (RFC 6455 §5.2)"
     masked = b1 & 0x80
     if client and not masked:
-        return "an unmasked frame from the client: client frames are masked (RFC 6455 §5.1)"
+        return ("an unmasked frame from the client: client frames are masked "
+                "(RFC 6455 §5.1, §5.3)")
     if masked and not client:
         return "a masked frame from the server: server frames are not masked (RFC 6455 §5.1)"
     n7 = b1 & 0x7F

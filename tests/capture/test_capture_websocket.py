@@ -427,7 +427,7 @@ BAD_FRAMES = [
     ("text", 0, dict(opcode=1), "a text frame: MQTT packets travel in binary frames only "
                                 "[MQTT-6.0.0-1] (MQTT 3.1.1 §6, MQTT 5.0 §6)"),
     ("unmasked client", 0, dict(mask=None), "an unmasked frame from the client: client "
-                                            "frames are masked (RFC 6455 §5.1)"),
+                                            "frames are masked (RFC 6455 §5.1, §5.3)"),
     ("masked server", 1, dict(mask=b"abcd"), "a masked frame from the server: server "
                                              "frames are not masked (RFC 6455 §5.1)"),
     ("reserved opcode", 0, dict(opcode=3), "reserved opcode 3 (RFC 6455 §5.2)"),
