@@ -307,6 +307,7 @@ def _dissect_one(args: argparse.Namespace, capture_set: CaptureSet, told: set[st
     several = len(capture_set.paths) > 1
     source: str | CaptureSet = capture_set if several else capture_set.paths[0]
     current = capture_set.labels[0]
+    websocket: set[str] = set()  # WebSocket connections announced
     try:
         for rec in read_capture(source, ports=ports, payload_limit=args.payload_limit,
                                 version=args.assume_version, name=capture_set.name):
@@ -321,6 +322,9 @@ def _dissect_one(args: argparse.Namespace, capture_set: CaptureSet, told: set[st
                 assert chain is not None  # set by the reading
                 start = chain.starts[chain.names.index(current)]
                 print(f"# {capture_set.name}: file {current} (its frames from {start})")
+            if rec.transport == "websocket" and rec.connection_id not in websocket:
+                websocket.add(rec.connection_id)  # type: ignore[arg-type]  # set here
+                print(f"# {rec.connection_id}: {_WEBSOCKET}")
             if rec.version_source in _INFERRED and rec.connection_id not in told:
                 told.add(rec.connection_id)  # type: ignore[arg-type]  # set with a level
                 print(f"# {rec.connection_id}: "
@@ -343,6 +347,12 @@ _INFERRED = {
     "default": "no usable CONNECT in the capture, and its traffic fits 3.1.1 and 5.0 "
                "alike; decoded at level {} (3.1.1, the default; --assume-version sets it)",
 }
+
+
+#: What ``dissect`` says before the first record of a WebSocket connection: its offsets
+#: are not those of plain MQTT on TCP (mqttwire/capture/websocket.py).
+_WEBSOCKET = ("MQTT over WebSocket: @ is the TCP stream offset of the frame that holds "
+              "the packet's first byte")
 
 
 def _record_line(rec: Record) -> str:

@@ -5,7 +5,8 @@ The layers, each usable alone:
 - :func:`iter_frames` (pcap.py): the frames of a classic pcap or pcapng file;
 - :func:`parse_frame` (link.py): the TCP segment (or IP fragment) in a frame;
 - :class:`TcpReassembler` (tcp.py): TCP connections into ordered byte streams;
-- :class:`MqttStreams` (records.py): those streams decoded into :class:`Record` objects;
+- :class:`MqttStreams` (records.py): those streams decoded into :class:`Record` objects
+  (with websocket.py for MQTT inside WebSocket frames);
 - :func:`read_capture`: all of the above for one file, or for several (those that are
   pieces of one capture, a *set*, read as one: :mod:`.sets`).
 
@@ -90,7 +91,8 @@ def read_capture(
             of paths, grouped as ``group`` says into captures, which are read one after
             the other, each with its own name and connections.
         ports: the MQTT server ports (a connection on another port is MQTT too when its
-            client's first bytes are a CONNECT).
+            client's first bytes are a CONNECT, or a WebSocket Upgrade that offers the
+            subprotocol mqtt: see mqttwire/capture/websocket.py).
         payload_limit: keep each PUBLISH payload cut to this many bytes in
             ``Record.payload``; None (the default) keeps no payloads.
         codec: the codec module; the default is the one ``import mqttwire`` chose.

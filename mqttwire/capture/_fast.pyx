@@ -22,7 +22,7 @@ The slots shared so are declared in :mod:`mqttwire.capture.shared_slots`, from w
 the pure classes build their ``__slots__``.  Each is reached through its member
 descriptor's offset, looked up by name at import (with the descriptor's kind checked),
 which is what the descriptor itself does, without its attribute look-up; a :class:`Record`
-is allocated by its type and its 33 slots filled directly, the same values its
+is allocated by its type and its 34 slots filled directly, the same values its
 ``__init__`` would store.  The import fails (and read_capture falls back to the pure loop)
 if any of these classes is not as expected, or if this module uses a slot that
 shared_slots does not list.
@@ -158,8 +158,9 @@ cdef enum:
     F_DST_IP, F_DST_PORT, F_STREAM_OFFSET, F_LENGTH, F_CLIENT_ID, F_PROTOCOL_VERSION,
     F_PACKET_TYPE, F_FLAGS, F_QOS, F_RETAIN, F_DUP, F_PACKET_ID, F_TOPIC, F_TOPIC_FROM_ALIAS,
     F_TOPIC_FILTERS, F_PAYLOAD_LENGTH, F_PAYLOAD, F_REASON_CODE, F_REASON_CODES,
-    F_PROPERTIES, F_PACKET, F_ERROR, F_ERROR_OFFSET, F_END_REASON, F_VERSION_SOURCE
-    NFIELDS  # 33
+    F_PROPERTIES, F_PACKET, F_ERROR, F_ERROR_OFFSET, F_END_REASON, F_VERSION_SOURCE,
+    F_TRANSPORT
+    NFIELDS  # 34
 
 # The F_* order spelled out: must be shared_slots.RECORD_FIELDS (checked at import).
 _RECORD_FIELDS = (
@@ -168,7 +169,7 @@ _RECORD_FIELDS = (
     "packet_type", "flags", "qos", "retain", "dup", "packet_id", "topic",
     "topic_from_alias", "topic_filters", "payload_length", "payload", "reason_code",
     "reason_codes", "properties", "packet", "error", "error_offset", "end_reason",
-    "version_source",
+    "version_source", "transport",
 )
 
 
@@ -191,6 +192,10 @@ for _i, _name in enumerate(_RECORD_FIELDS):
 cdef PyTypeObject* RECORD_TYPE = <PyTypeObject*>Record
 
 cdef object _PACKET = "packet"
+# Every record made here is of a connection whose MQTT is straight on TCP: a WebSocket
+# connection's TCP streams have a websocket.WsDirection as their user, which _segment
+# never takes, so all of its records come from the pure code.
+cdef object _TCP = "tcp"
 cdef tuple _NAMES = PACKET_NAMES
 cdef object _DECODING_MODE = _DECODING
 
@@ -870,6 +875,7 @@ cdef class FastReader:
         version = <object>_get(conn, M_VERSION)
         source = <object>_get(conn, M_VERSION_SOURCE)
         v[F_VERSION_SOURCE] = <PyObject*>source
+        v[F_TRANSPORT] = <PyObject*>_TCP
         for i in range(count):
             packet = <object>PyList_GET_ITEM(packets, i)
             b0 = self.fr_b0[i]

@@ -8,7 +8,9 @@ Accounting: every byte of every MQTT stream ends up in exactly one record, as a 
 an error (bytes that did not decode) or a gap (bytes the capture lost); the records of a
 direction, sorted by ``stream_offset``, tile the stream without holes or overlaps.
 Records of kind "end" (made only on request, see :class:`MqttStreams`) cover no bytes: each
-marks where a direction ended, after all of its other records.
+marks where a direction ended, after all of its other records.  MQTT over WebSocket
+(websocket.py) is decoded here too, from the frames' payloads: there the packet records
+tile the MQTT bytes, while their offsets point into the TCP stream (see websocket.py).
 
 Where decoding starts.  A direction whose start is in the capture (after a SYN) is
 decoded from its first byte: the client's with a decoder that learns the level from the
@@ -56,6 +58,7 @@ from typing import Any
 from .._constants import PACKET_NAMES
 from .._errors import MQTTWireError
 from .._framing import frame_header
+from . import websocket  # which imports nothing of this module at run time: no cycle
 from .shared_slots import CONNECTION, DIRECTION
 from .tcp import TcpConnection, TcpReassembler, TcpStream
 
@@ -134,6 +137,11 @@ class Record:
             (from the traffic of a connection without a usable CONNECT in the capture),
             "default" (no CONNECT, and the traffic fits 3.1.1 and 5.0 alike, as PINGs
             do: 3.1.1 is used); None while the level is not known.
+        transport: how the connection carries MQTT: "tcp" (MQTT straight on TCP) or
+            "websocket" (inside WebSocket frames after an HTTP Upgrade: see
+            mqttwire/capture/websocket.py, which also says what ``stream_offset`` and
+            ``length`` mean there); None for records of no connection ("fragment",
+            "capture_error").
     """
 
     kind: str
@@ -169,6 +177,7 @@ class Record:
     error_offset: int | None = None
     end_reason: str | None = None
     version_source: str | None = None
+    transport: str | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -291,7 +300,9 @@ def first_boundary(buf: bytes, level: int, codec: ModuleType,
 WINDOW = 1 << 16
 MAX_WINDOW = 1 << 20
 
-_NEW, _DECODING, _SKIP, _RESYNC, _WINDOW, _ENDED = range(6)
+# _STOPPED: a WebSocket connection's direction after a WebSocket protocol error or lost
+# bytes (websocket.py): its bytes are accounted there, none is decoded here any more.
+_NEW, _DECODING, _SKIP, _RESYNC, _WINDOW, _ENDED, _STOPPED = range(7)
 
 _INSIDE = "skipped: the capture began inside a packet"
 
@@ -341,7 +352,8 @@ class _Direction:
         rec = Record(
             kind, self.owner.capture, ts, self.owner.frame, conn.id, self.name,
             self.src_ip, stream.sport, self.dst_ip, stream.dport, offset, length,
-            conn.client_id, conn.version, version_source=conn.version_source, **fields,
+            conn.client_id, conn.version, version_source=conn.version_source,
+            transport=conn.transport, **fields,
         )
         self.owner.out.append(rec)
         return rec
@@ -359,6 +371,7 @@ class _Direction:
         conn = self.conn
         version = conn.version
         source = conn.version_source
+        transport = conn.transport
         for packet, (start, b0, size) in zip(packets, framed):
             ptype = b0 >> 4
             if ptype == 1:  # CONNECT: the connection's level and client from here on
@@ -369,7 +382,7 @@ class _Direction:
                 "packet", owner.capture, ts, owner.frame, conn.id, self.name, self.src_ip,
                 self.stream.sport, self.dst_ip, self.stream.dport, start, size,
                 conn.client_id, version, PACKET_NAMES[ptype], b0 & 0x0F,
-                version_source=source,
+                version_source=source, transport=transport,
             )
             rec.packet = packet
             if ptype == 3:  # PUBLISH
@@ -419,11 +432,17 @@ class _Direction:
 
     # -- stream events ------------------------------------------------------------------
 
-    def _begin(self, offset: int, data: Any) -> None:
+    def _begin(self, offset: int, data: Any, ts: int) -> bool:
         """Choose how to start: decode from here if this is the stream's true start and
-        the level is known, or learnable from the CONNECT; else hold a window."""
+        the level is known, or learnable from the CONNECT; else hold a window.  True
+        when the client's first byte is the "G" of an HTTP GET (never an MQTT packet's:
+        type 4 with flags 7): the connection is handed to websocket.py, which takes
+        its bytes from here on, or gives them back if it is no WebSocket Upgrade."""
         version = self.conn.version
         if self.stream.synced and offset == 0:
+            if self.name == "c2s" and data[:1] == b"G" and self.conn.upgrade is None:
+                websocket.upgrade(self.conn, data, ts)
+                return True
             self.head = bytes(data[:16])
             if self.name == "c2s":
                 self._decode_from(0, None)  # the first packet must be CONNECT
@@ -433,6 +452,7 @@ class _Direction:
                 self._window(0, "skipped: bytes before the first packet that decodes")
         else:
             self._window(offset, _INSIDE)
+        return False
 
     def _decode_from(self, offset: int, version: int | None) -> None:
         self.mode = _DECODING
@@ -443,8 +463,8 @@ class _Direction:
         self.unframed = False
 
     def data(self, offset: int, data: Any, ts: int, boundary: bool) -> None:
-        if self.mode == _NEW:
-            self._begin(offset, data)
+        if self.mode == _NEW and self._begin(offset, data, ts):
+            return
         self.end = offset + len(data)
         mode = self.mode
         if mode == _DECODING:
@@ -480,6 +500,29 @@ class _Direction:
         if self.owner.stream_ends:
             # After the flush above, so that the end follows the direction's last bytes.
             self._record("end", ts, self.end, 0, end_reason=reason)
+
+    def low(self) -> int:
+        """The lowest stream offset that a later record of this direction can start at
+        or name in ``error_offset`` (websocket.py forgets the frames before it)."""
+        mode = self.mode
+        if mode == _DECODING or mode == _SKIP:
+            return self.start
+        if mode == _RESYNC:
+            return self.bad_from
+        if mode == _WINDOW:
+            return self.wbase
+        return 0 if mode == _NEW else self.end
+
+    def cut(self, ts: int, why: str) -> None:
+        """Stop decoding (a WebSocket connection's framing failed, websocket.py): the
+        bytes not yet in a record become one (``why`` says how they were cut), and
+        nothing more is decoded; an end record still follows at the end."""
+        if self.mode == _WINDOW:
+            self._settle(True)
+        if self.mode != _NEW:
+            self._flush(self.end, ts, why)
+        self.mode = _STOPPED
+        self.dec = None
 
     def _flush(self, end: int, ts: int, why: str) -> None:
         """Account the bytes before stream offset ``end`` not yet in a record."""
@@ -794,7 +837,7 @@ class _Connection:
     known, and its two directions."""
 
     # The compiled loop reads and writes CONNECTION's slots in place (shared_slots.py).
-    __slots__ = (*CONNECTION, "c2s", "owner", "s2c")
+    __slots__ = (*CONNECTION, "c2s", "owner", "s2c", "transport", "upgrade")
 
     def __init__(self, owner: MqttStreams, tcp: TcpConnection, client_side: int) -> None:
         self.id = f"{owner.capture}#{tcp.index}"
@@ -802,6 +845,10 @@ class _Connection:
         self.client_id: str | None = None
         self.version: int | None = owner.version  # until a CONNECT says otherwise
         self.version_source: str | None = "option" if owner.version else None
+        self.transport = "tcp"  # "websocket" once an Upgrade to MQTT is seen
+        # websocket.py's state once the client's first bytes began an HTTP request;
+        # False once they proved not to be a WebSocket Upgrade to MQTT.
+        self.upgrade: Any = None
         self.c2s = _Direction(owner, self, tcp.streams[client_side], "c2s")
         self.s2c = _Direction(owner, self, tcp.streams[1 - client_side], "s2c")
         self.c2s.stream.user = self.c2s
@@ -863,7 +910,9 @@ class MqttStreams:
     Args:
         capture: the capture's name, used in records and connection ids.
         ports: the MQTT server ports.  A connection to one of them is MQTT; another
-            connection is MQTT if its first bytes (after a SYN) are a CONNECT.
+            connection is MQTT if its first bytes (after a SYN) are a CONNECT, or a
+            WebSocket Upgrade request that offers MQTT (websocket.py, which a connection
+            on an MQTT port that begins with one goes through too).
         codec: the codec module (``mqttwire._pure`` or ``mqttwire._speedups``).
         payload_limit: keep PUBLISH payloads cut to this many bytes; None keeps none.
         version: the protocol level to assume for connections whose CONNECT is not in
@@ -937,6 +986,15 @@ class MqttStreams:
             self._ignore(conn)  # the first bytes are not the stream's start, or both spoke
             return
         sniff.head += bytes(data)
+        if sniff.head[:1] == b"G":  # an HTTP request: a WebSocket Upgrade to MQTT?
+            request = websocket.upgrade_request(sniff.head)
+            if request is None:
+                return  # the request goes on (websocket.py bounds its length)
+            if request is False:
+                self._ignore(conn)
+                return
+            websocket.upgrade(_Connection(self, conn, stream.side), sniff.head, ts)
+            return
         verdict = looks_like_connect(sniff.head)
         if verdict is None:
             return  # too few bytes yet (at most 14 decide)
@@ -950,7 +1008,7 @@ class MqttStreams:
 
     def on_data(self, stream: TcpStream, offset: int, data: Any, ts: int,
                 boundary: bool) -> None:
-        direction = stream.user
+        direction = stream.user  # a _Direction, or a WebSocket connection's WsDirection
         if direction is not None:
             direction.data(offset, data, ts, boundary)
         elif type(stream.conn.user) is _Sniff:

@@ -35,7 +35,7 @@ RECORD_FIELDS = (
     "packet_type", "flags", "qos", "retain", "dup", "packet_id", "topic",
     "topic_from_alias", "topic_filters", "payload_length", "payload", "reason_code",
     "reason_codes", "properties", "packet", "error", "error_offset", "end_reason",
-    "version_source",
+    "version_source", "transport",
 )
 
 #: Every shared slot by class name.

@@ -34,17 +34,22 @@ from .link import (
     LINKTYPE_RAW,
 )
 from .tcp import ACK, FIN, RST, SYN
+from .websocket import accept_key
 
 __all__ = [
     "Frame",
     "Segment",
     "TcpFlow",
+    "WEBSOCKET_KEY",
     "ipv4_fragments",
     "ipv4_packet",
     "ipv6_packet",
     "link_frame",
     "pcapng_block",
     "tcp_header",
+    "websocket_frame",
+    "websocket_request",
+    "websocket_response",
     "write_pcap",
     "write_pcapng",
 ]
@@ -286,3 +291,53 @@ def write_pcapng(f: BinaryIO, frames: Iterable[Frame], *,
         body = struct.pack(o + "IIIII", frame.interface, units >> 32, units & 0xFFFFFFFF,
                            len(data), wire) + data
         f.write(pcapng_block(6, body, o))
+
+
+# ---------------------------------------------------------------------------------------
+# MQTT over WebSocket (RFC 6455): the handshake and frames, for TcpFlow.send
+
+#: The Sec-WebSocket-Key of RFC 6455 §1.3's example.
+WEBSOCKET_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+
+
+def websocket_request(protocols: str | None = "mqtt", *, key: str = WEBSOCKET_KEY,
+                      path: str = "/mqtt", extra: str = "") -> bytes:
+    """A client's WebSocket Upgrade request offering the subprotocols ``protocols`` (the
+    Sec-WebSocket-Protocol value; None: no such field); ``extra``: more header lines,
+    each ending in CRLF."""
+    offer = f"Sec-WebSocket-Protocol: {protocols}\r\n" if protocols is not None else ""
+    return (f"GET {path} HTTP/1.1\r\nHost: broker\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n{offer}"
+            f"Sec-WebSocket-Version: 13\r\n{extra}\r\n").encode("latin-1")
+
+
+def websocket_response(protocol: str | None = "mqtt", *, key: str = WEBSOCKET_KEY,
+                       status: str = "101 Switching Protocols", accept: str | None = None,
+                       upgrade: bool = True, extra: str = "") -> bytes:
+    """The server's answer to :func:`websocket_request`: ``protocol`` selected (None: no
+    Sec-WebSocket-Protocol field), the Sec-WebSocket-Accept for ``key`` unless ``accept``
+    is given; ``upgrade``: with the Upgrade and Connection fields."""
+    fields = "Upgrade: websocket\r\nConnection: Upgrade\r\n" if upgrade else ""
+    fields += f"Sec-WebSocket-Accept: {accept if accept is not None else accept_key(key)}\r\n"
+    if protocol is not None:
+        fields += f"Sec-WebSocket-Protocol: {protocol}\r\n"
+    return f"HTTP/1.1 {status}\r\n{fields}{extra}\r\n".encode("latin-1")
+
+
+def websocket_frame(payload: bytes, *, opcode: int = 2, fin: bool = True,
+                    mask: bytes | None = None, rsv: int = 0,
+                    length_size: int | None = None) -> bytes:
+    """One WebSocket frame (RFC 6455 §5.2): binary (opcode 2) by default; ``mask``: the
+    4-byte masking key of a client frame (§5.3), None for a server frame; ``rsv``: the
+    RSV bits (0x40, 0x20, 0x10); ``length_size``: 0, 2 or 8 extra length bytes (default
+    the minimal form; 2 or 8 for a shorter payload is the non-minimal form)."""
+    n = len(payload)
+    if length_size is None:
+        length_size = 0 if n < 126 else 2 if n < 0x10000 else 8
+    code = {0: n, 2: 126, 8: 127}[length_size]
+    header = bytes([(0x80 if fin else 0) | rsv | opcode, (0x80 if mask else 0) | code])
+    header += n.to_bytes(length_size, "big") if length_size else b""
+    if mask:
+        header += mask
+        payload = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
+    return header + payload

@@ -244,7 +244,7 @@ class CaptureTables:
         return {
             "capture": self.capture, "connection_id": rec.connection_id,
             "client_ip": client[0], "client_port": client[1],
-            "server_ip": client[2], "server_port": client[3],
+            "server_ip": client[2], "server_port": client[3], "transport": rec.transport,
             "client_id": None, "protocol_version": None, "version_source": None,
             "joined_mid_stream": True, "clean_start": None,
             "keep_alive": None, "username_present": None, "password_present": None,

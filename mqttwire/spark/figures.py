@@ -88,9 +88,10 @@ class SparkFigures:
                                                      "protocol_version").count().collect())
 
     def known(self) -> list[dict[str, Any]]:
-        """Connections by ``joined_mid_stream`` and ``version_source``: ``count``."""
-        return _dicts(self.tables["connections"].groupBy("joined_mid_stream",
-                                                         "version_source").count().collect())
+        """Connections by ``joined_mid_stream``, ``version_source`` and ``transport``:
+        ``count``."""
+        return _dicts(self.tables["connections"].groupBy(
+            "joined_mid_stream", "version_source", "transport").count().collect())
 
     def top(self) -> list[dict[str, Any]]:
         """The TOP topics by PUBLISH packets (then by topic): messages, published,
@@ -230,7 +231,8 @@ class ArrowFigures:
         return _rows(self._counts("packets", ("kind", "packet_type", "protocol_version")))
 
     def known(self) -> list[dict[str, Any]]:
-        return _rows(self._counts("connections", ("joined_mid_stream", "version_source")))
+        return _rows(self._counts("connections",
+                                  ("joined_mid_stream", "version_source", "transport")))
 
     def top(self) -> list[dict[str, Any]]:
         import pyarrow as pa

@@ -80,11 +80,14 @@ def duration_text(us: int) -> str:
     return f"{us} us"
 
 
-def _connections_text(total: int, joined: dict[str | None, int]) -> str:
-    """How many connections there were, how many were joined mid-stream (no CONNECT in
-    the capture), and how their protocol levels were known (``joined``: counts by the
-    connections table's ``version_source``)."""
+def _connections_text(total: int, joined: dict[str | None, int], websocket: int = 0) -> str:
+    """How many connections there were (``websocket`` of them MQTT over WebSocket), how
+    many were joined mid-stream (no CONNECT in the capture), and how their protocol
+    levels were known (``joined``: counts by the connections table's
+    ``version_source``)."""
     text = f"{total} MQTT connection(s)"
+    if websocket:
+        text += f" ({websocket} over WebSocket)"
     n = sum(joined.values())
     if not n:
         return text + "; the CONNECT of every one is in the capture."
@@ -188,8 +191,12 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
     # Connections, and how the level of each was known.
     known = first["known"]
     total = sum(r["count"] for r in known)
-    joined = {r["version_source"]: r["count"] for r in known if r["joined_mid_stream"]}
-    parts += ["## Connections", "", _connections_text(total, joined), ""]
+    joined: dict[str | None, int] = {}
+    for r in known:
+        if r["joined_mid_stream"]:
+            joined[r["version_source"]] = joined.get(r["version_source"], 0) + r["count"]
+    websocket = sum(r["count"] for r in known if r["transport"] == "websocket")
+    parts += ["## Connections", "", _connections_text(total, joined, websocket), ""]
 
     # Top topics.
     top = first["top"]

@@ -38,6 +38,7 @@ PACKETS = pa.schema([
     ("frame", pa.int64()),
     ("connection_id", pa.string()),
     ("direction", pa.string()),  # c2s, s2c
+    ("transport", pa.string()),  # tcp, websocket (null for no connection; see Record)
     ("src_ip", pa.string()),
     ("src_port", pa.int32()),
     ("dst_ip", pa.string()),
@@ -72,6 +73,7 @@ CONNECTIONS = pa.schema([
     ("client_port", pa.int32()),
     ("server_ip", pa.string()),
     ("server_port", pa.int32()),
+    ("transport", pa.string()),  # tcp, websocket: MQTT straight on TCP or in WebSocket
     ("client_id", pa.string()),
     ("protocol_version", pa.int8()),
     ("version_source", pa.string()),  # connect, option, inferred, default (see Record)
@@ -151,9 +153,9 @@ RETAINED = pa.schema([
 #: The columns of ``errors``: the rows of ``packets`` that are not packets (kinds error,
 #: gap, fragment, capture_error), with these columns.
 ERRORS = pa.schema([PACKETS.field(name) for name in (
-    "capture", "file", "kind", "ts", "ts_ns", "frame", "connection_id", "direction", "src_ip",
-    "src_port", "dst_ip", "dst_port", "client_id", "protocol_version", "stream_offset",
-    "length", "reason_code", "error", "error_offset")])
+    "capture", "file", "kind", "ts", "ts_ns", "frame", "connection_id", "direction",
+    "transport", "src_ip", "src_port", "dst_ip", "dst_port", "client_id", "protocol_version",
+    "stream_offset", "length", "reason_code", "error", "error_offset")])
 
 #: The tables that the executors build, by name.
 TABLES = {"packets": PACKETS, "connections": CONNECTIONS, "messages": MESSAGES,

@@ -96,6 +96,33 @@ def test_dissect_infers_or_assumes_the_version(tmp_path: Path,
     assert "fits 3.1.1 and 5.0 alike; decoded at level 4" in note and "PingReq()" in line
 
 
+def test_dissect_says_which_connections_are_websocket(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mqttwire.capture.synth import (
+        Frame,
+        TcpFlow,
+        websocket_frame,
+        websocket_request,
+        websocket_response,
+        write_pcapng,
+    )
+
+    ws = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", 9001))
+    request = websocket_request()
+    segs = (ws.open() + ws.send(0, request) + ws.send(1, websocket_response())
+            + ws.send(0, websocket_frame(mw.Connect("w", protocol_version=4).encode(4),
+                                         mask=b"\x01\x02\x03\x04")))
+    path = tmp_path / "ws.pcapng"
+    with open(path, "wb") as f:
+        write_pcapng(f, [Frame(1_700_000_000_000_000_000 + i, ws.ip(s))
+                         for i, s in enumerate(segs)])
+    assert main(["dissect", str(path)]) == 0
+    note, line = capsys.readouterr().out.splitlines()
+    assert note == ("# ws.pcapng#1: MQTT over WebSocket: @ is the TCP stream offset of the "
+                    "frame that holds the packet's first byte")
+    assert "Connect(client_id='w'" in line and f" c2s @{len(request)} " in line
+
+
 def test_dissect_fails_on_a_file_that_is_no_capture(capsys: pytest.CaptureFixture[str],
                                                      tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"

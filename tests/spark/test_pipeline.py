@@ -62,6 +62,9 @@ def test_packets(out: Path, captures) -> None:
     assert (connect["src_ip"], connect["src_port"], connect["dst_ip"], connect["dst_port"]) == (
         "10.0.0.1", 50001, "10.0.0.2", 1883)
     assert connect["direction"] == "c2s" and connect["stream_offset"] == 0
+    # MQTT straight on TCP in every connection; no transport where there is no connection.
+    assert {(r["kind"], r["transport"]) for r in rows} == {
+        ("packet", "tcp"), ("error", "tcp"), ("capture_error", None)}
     # --payload-limit 4 keeps the first 4 bytes of each payload: "keep" whole, "c22" whole.
     payloads = {r["topic"]: r["payload"] for r in rows
                 if r["packet_type"] == "PUBLISH" and r["direction"] == "c2s"
@@ -77,6 +80,7 @@ def test_packets(out: Path, captures) -> None:
 def test_connections(out: Path, captures) -> None:
     rows = {r["client_id"]: r for r in read_rows(out, "connections")}
     assert set(rows) == {"alpha", "beta", "gamma", "delta"}
+    assert {r["transport"] for r in rows.values()} == {"tcp"}
     t = captures.a.times
     alpha = rows["alpha"]
     assert (alpha["protocol_version"], alpha["clean_start"], alpha["keep_alive"]) == (5, True, 30)
@@ -158,6 +162,7 @@ def test_errors(out: Path, captures) -> None:
     # = 8 bytes): it starts at client stream offset 27 and is 5 bytes long.
     assert bad["reason_code"] == 0x81 and "MQTT-3.3.1-4" in bad["error"]
     assert (bad["direction"], bad["stream_offset"], bad["length"]) == ("c2s", 27, 5)
+    assert bad["transport"] == "tcp"
     assert _us(bad["ts"]) == us(captures.b.times["bad"])
     missing = next(r for r in rows if r["capture"] == "missing.pcap")
     assert "no such file" in missing["error"]

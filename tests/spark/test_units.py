@@ -240,3 +240,57 @@ def test_median_of_counts_is_the_median(values: list[float]) -> None:
 
     counts = sorted(Counter(values).items())
     assert median_of_counts(counts) == (statistics.median(values) if values else None)
+
+
+@pytest.mark.spark
+def test_transport_columns() -> None:
+    """packets, errors and connections say how each connection carries MQTT: a WebSocket
+    connection (on no MQTT port) beside a plain one, decoded as a task does."""
+    import io
+
+    from mqttwire.capture.synth import (
+        Frame,
+        TcpFlow,
+        websocket_frame,
+        websocket_request,
+        websocket_response,
+        write_pcapng,
+    )
+    from mqttwire.spark.batches import decode_capture
+
+    ws = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", 8080))
+    tcp = TcpFlow(("10.0.0.3", 50001), ("10.0.0.2", 1883))
+    segs = [(ws, s) for s in ws.open() + ws.send(0, websocket_request())
+            + ws.send(1, websocket_response())
+            + ws.send(0, websocket_frame(mw.Connect("ws", protocol_version=4).encode(4),
+                                         mask=b"\x01\x02\x03\x04"))
+            + ws.send(1, websocket_frame(mw.ConnAck().encode(4)))
+            + ws.send(0, websocket_frame(b"text", opcode=1, mask=b"\x01\x02\x03\x04"))]
+    segs += [(tcp, s) for s in tcp.open() + tcp.send(0, mw.Connect("tcp").encode(5))]
+    frames = [Frame(1_700_000_000_000_000_000 + i * 1000, flow.ip(s))
+              for i, (flow, s) in enumerate(segs)]
+    buf = io.BytesIO()
+    write_pcapng(buf, frames)
+    buf.seek(0)
+    tables: dict[str, list[dict[str, object]]] = {}
+    for table, batch in decode_capture(buf, "x.pcapng"):
+        tables.setdefault(table, []).extend(batch.to_pylist())
+    assert sorted((r["client_id"], r["kind"], r["transport"]) for r in tables["packets"]) == [
+        ("tcp", "packet", "tcp"), ("ws", "error", "websocket"),
+        ("ws", "packet", "websocket"), ("ws", "packet", "websocket")]
+    (error,) = tables["errors"]
+    assert error["transport"] == "websocket" and "[MQTT-6.0.0-1]" in str(error["error"])
+    assert sorted((r["client_id"], r["transport"], r["server_port"])
+                  for r in tables["connections"]) == [("tcp", "tcp", 1883),
+                                                      ("ws", "websocket", 8080)]
+
+
+def test_summary_counts_websocket_connections() -> None:
+    from mqttwire.spark.report import _connections_text
+
+    assert _connections_text(3, {}) == (
+        "3 MQTT connection(s); the CONNECT of every one is in the capture.")
+    assert _connections_text(3, {}, 2) == (
+        "3 MQTT connection(s) (2 over WebSocket); the CONNECT of every one is in the capture.")
+    assert _connections_text(3, {"inferred": 1}, 1).startswith(
+        "3 MQTT connection(s) (1 over WebSocket); 1 joined mid-stream")
