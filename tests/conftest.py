@@ -57,3 +57,18 @@ def codec(request: pytest.FixtureRequest) -> ModuleType:
 def both_codecs() -> tuple[ModuleType, ModuleType]:
     """(cython, python), for tests that compare the two implementations directly."""
     return _load("mqttwire._speedups"), _load("mqttwire._pure")
+
+
+@pytest.fixture(params=[
+    pytest.param(True, id="compiled", marks=pytest.mark.c_extension),
+    pytest.param(False, id="reference")])
+def derive_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether mqttwire.spark.derive's CaptureTables.add_many takes its compiled path
+    (mqttwire.spark._derive, which must then be built: an ImportError fails the test)
+    or CaptureTables.add alone (the reference)."""
+    import mqttwire.spark.derive as derive_module
+
+    if request.param:
+        importlib.import_module("mqttwire.spark._derive")
+    monkeypatch.setattr(derive_module, "COMPILED", bool(request.param))
+    return bool(request.param)

@@ -62,7 +62,8 @@ __all__ = [
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 #: What read_capture reads: one file, a planned set, or several paths (grouped).
-Source = Union[PathOrFile, CaptureSet, Sequence[Union[str, "os.PathLike[str]"]]]
+# Union, not |: a string forward reference is no operand of | at run time.
+Source = Union[PathOrFile, CaptureSet, Sequence[Union[str, "os.PathLike[str]"]]]  # noqa: UP007
 
 
 class CaptureSetWarning(UserWarning):

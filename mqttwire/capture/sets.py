@@ -62,10 +62,10 @@ import os
 import re
 import struct
 from bisect import bisect_right
-from operator import attrgetter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from operator import attrgetter
+from typing import TYPE_CHECKING, BinaryIO
 
 from .pcap import (
     _EPB,
@@ -82,6 +82,9 @@ from .pcap import (
     _Source,
     iter_frames,
 )
+
+if TYPE_CHECKING:
+    from .records import Record
 
 __all__ = ["GROUP_MODES", "CaptureSet", "FileChain", "FileTimes", "SetPlan", "TcpEdges",
            "alike_key", "continues", "group_files", "plan_sets", "probe_file", "scan_file",
@@ -718,11 +721,11 @@ class CaptureSet:
                                 for label, path in zip(self.labels, self.paths)])
         return self.chain
 
-    def file_of(self, record: object) -> str:
+    def file_of(self, record: Record) -> str:
         """The file (its label) of a record of this set's last reading."""
         if self.chain is None:
             raise ValueError("the set has not been read")
-        return self.chain.file_of(getattr(record, "frame"))
+        return self.chain.file_of(record.frame)
 
 
 def _opener(path: str) -> Opener:

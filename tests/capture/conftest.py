@@ -12,10 +12,12 @@ from typing import BinaryIO
 import pytest
 from loop_checks import (
     assert_same_records,
-    bytes_chain as _bytes_chain,
     fast_expected,
     reference_chain_records,
     reference_records,
+)
+from loop_checks import (
+    bytes_chain as _bytes_chain,
 )
 
 import mqttwire.capture as capture

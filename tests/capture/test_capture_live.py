@@ -4,7 +4,6 @@ MQTT dissector on the same files (examples/sample.pcapng included)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -15,29 +14,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from capture_helpers import check_accounting, tshark_packets
+from capture_helpers import EXAMPLES, check_accounting, maker, tshark_packets
 
 from mqttwire._constants import PacketType
 from mqttwire.capture import Record, read_capture
 
 pytestmark = pytest.mark.interop
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SAMPLE = EXAMPLES / "sample.pcapng"
 LEVELS = {"mqttv31": 3, "mqttv311": 4, "mqttv5": 5}
-
-
-def _load_maker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_sample_capture",
-                                                  EXAMPLES / "make_sample_capture.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-maker = _load_maker()
 
 
 @pytest.fixture(scope="module")

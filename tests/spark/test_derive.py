@@ -9,7 +9,6 @@ whole captures."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,19 +17,13 @@ import pytest
 from spark_scenarios import capture_a
 
 from mqttwire.capture import Record, read_capture
-from mqttwire.spark import derive as derive_module
 from mqttwire.spark.derive import CaptureTables, derive
 
 
-@pytest.fixture(autouse=True, params=[
-    pytest.param(True, id="compiled", marks=pytest.mark.c_extension),
-    pytest.param(False, id="reference")])
-def compiled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Whether CaptureTables.add_many (which derive() uses) takes the compiled path."""
-    if request.param:
-        importlib.import_module("mqttwire.spark._derive")
-    monkeypatch.setattr(derive_module, "COMPILED", bool(request.param))
-    return bool(request.param)
+@pytest.fixture(autouse=True)
+def compiled(derive_way: bool) -> bool:
+    """Every test both ways (tests/conftest.py ``derive_way``)."""
+    return derive_way
 
 
 CLIENT = ("10.0.0.1", 50001)

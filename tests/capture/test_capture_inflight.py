@@ -9,13 +9,12 @@ must not depend on that: every exchange whose packets are all in the capture is
 complete, and an acknowledgement whose PUBLISH came before the capture began is counted
 in ``connections.unmatched_acks``, not reported as a message.
 
-The expectations are computed here from the packets alone (tshark's frame order), not
-by the code under test.  The reader's test runs with both codecs and the derived tables
-both ways (compiled and reference, as in test_derive.py)."""
+The expectations are computed here from the packet records alone, in frame order, not
+by the derived tables.  The reader's test runs with both codecs, through both capture
+loops (conftest.py) and with the derived tables both ways (the ``derive_way`` fixture)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 import threading
@@ -25,39 +24,14 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from capture_helpers import maker
 
 from mqttwire.capture import Record, read_capture
-from mqttwire.spark import derive as derive_module
 from mqttwire.spark.derive import derive
 
-pytestmark = pytest.mark.interop
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
 
-
-def _load_maker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_sample_capture_inflight",
-                                                  EXAMPLES / "make_sample_capture.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-maker = _load_maker()
-
-
-@pytest.fixture(params=[
-    pytest.param(True, id="compiled", marks=pytest.mark.c_extension),
-    pytest.param(False, id="reference")])
-def derive_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Whether CaptureTables.add_many (which derive() uses) takes the compiled path."""
-    if request.param:
-        importlib.import_module("mqttwire.spark._derive")
-    monkeypatch.setattr(derive_module, "COMPILED", bool(request.param))
-    return bool(request.param)
+pytestmark = pytest.mark.interop
 
 
 class InFlight:
