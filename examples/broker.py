@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 from typing import Any
 
 import mqttwire as mw
@@ -140,9 +141,16 @@ def describe(event: Event) -> None:
         log.info("%s: session ended", event.client_id)
 
 
+class CannotListen(Exception):
+    """The listening socket could not be opened (the port taken, an unknown host, ...)."""
+
+
 async def serve(host: str, port: int, config: BrokerConfig) -> None:
     server = Server(config)
-    listener = await server.loop.create_server(lambda: Connection(server), host, port)
+    try:
+        listener = await server.loop.create_server(lambda: Connection(server), host, port)
+    except OSError as exc:  # socket.gaierror included
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     address = listener.sockets[0].getsockname()
     # The first line tells whoever started us where we listen (port 0 picks a free one).
     print(f"listening on {address[0]}:{address[1]}", flush=True)
@@ -154,10 +162,23 @@ async def serve(host: str, port: int, config: BrokerConfig) -> None:
         server.flush(server.broker.shutdown(server.loop.time()))
 
 
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 0 to 65535.  Checked here, so that a port out of range is a
+    usage error like one that is not a number (socket.bind would raise OverflowError)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0 to 65535)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=1883, help="0 picks a free port")
+    parser.add_argument("--port", type=port_number, default=1883,
+                        help="0 to 65535; 0 picks a free port")
     parser.add_argument("-v", "--verbose", action="store_true", help="log connections")
     parser.add_argument("--max-keep-alive", type=int, metavar="SECONDS",
                         help="cap a 5.0 client's Keep Alive (CONNACK Server Keep Alive)")
@@ -197,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(serve(args.host, args.port, config))
     except KeyboardInterrupt:
         pass
+    except CannotListen as exc:  # not a usage error: the same command may work later
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

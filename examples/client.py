@@ -263,10 +263,22 @@ async def _main(args: argparse.Namespace) -> None:
         await client.disconnect()
 
 
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 1 to 65535, checked here so that one out of range is a
+    usage error like one that is not a number (not an OverflowError from the socket)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1 to 65535)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Publish or subscribe with mqttwire.")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=1883)
+    parser.add_argument("--port", type=port_number, default=1883)
     parser.add_argument("--id", default="", help="client identifier (default: server's)")
     parser.add_argument("--level", type=int, choices=(3, 4, 5), default=4,
                         help="protocol level: 3 = MQTT 3.1, 4 = 3.1.1, 5 = 5.0")
