@@ -8,8 +8,9 @@ options; wills with the 5.0 Will Delay Interval; keep-alive, with a Server Keep 
 cap; clean and persistent sessions with Session Expiry; message expiry; Receive Maximum,
 Maximum Packet Size and Topic Aliases both ways; properties forwarded intact.  This file
 is only the glue: it accepts connections, feeds what they read to the broker, writes
-what the broker queued, closes the sockets it says to close, and calls ``tick`` when
-``next_deadline`` comes.  The options set the broker's limits and a subscribe deny rule.
+what the broker queued, closes the sockets it says to close (lingering first when it
+says so: ``Outgoing.linger``), and calls ``tick`` when ``next_deadline`` comes.  The
+options set the broker's limits and a subscribe deny rule.
 
 Left out: enhanced authentication, persistence, TLS, access control beyond ``--deny``,
 and write back-pressure towards slow subscribers (their socket buffers grow).
@@ -73,6 +74,8 @@ class Server:
         self.transports: dict[ServerConnection, asyncio.Transport] = {}
         self.timer: asyncio.TimerHandle | None = None
         self.deadline: float | None = None
+        #: Connections closed by the server that are lingering, each until its end.
+        self.lingering: set[asyncio.Future[None]] = set()
 
     def flush(self, events: list[Event]) -> None:
         """After every call into the broker: log, write, close, re-arm the timer."""
@@ -87,13 +90,38 @@ class Server:
                 transport.write(out.data)
             if out.close:
                 del self.transports[out.connection]
-                transport.close()  # after the data written above
+                self.close(transport, out.linger)  # after the data written above
         deadline = self.broker.next_deadline()
         if deadline != self.deadline:
             if self.timer is not None:
                 self.timer.cancel()
             self.deadline = deadline
             self.timer = None if deadline is None else self.loop.call_at(deadline, self.tick)
+
+    def close(self, transport: asyncio.Transport, linger: float) -> None:
+        """Close a connection, lingering when the broker says so (``Outgoing.linger``):
+        the client may still be writing, and a socket closed with unread input, or that
+        input reaches after it closed, answers with a TCP reset that can make the client
+        fail before it reads the DISCONNECT (or the refusing CONNACK) written last.  So
+        shut the write side (FIN after what is queued), let the protocol read and discard
+        (Connection.data_received) until the client closes (eof_received), and close
+        for good after ``linger`` seconds at most."""
+        protocol = transport.get_protocol()
+        if not linger or not transport.can_write_eof() or not isinstance(protocol, Connection):
+            transport.close()
+            return
+        transport.write_eof()
+        protocol.lingered = self.loop.create_future()
+        self.lingering.add(protocol.lingered)
+        protocol.lingered.add_done_callback(self.lingering.discard)
+        # abort(), not close(): close() would wait for a client that reads nothing to
+        # take what is still queued.
+        protocol.linger_timer = self.loop.call_later(linger, transport.abort)
+
+    async def drain(self) -> None:
+        """Wait for the lingering connections to end (at shutdown)."""
+        if self.lingering:
+            await asyncio.wait(list(self.lingering))
 
     def tick(self) -> None:
         self.timer = self.deadline = None
@@ -105,6 +133,9 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        #: Set by Server.close when the broker closed the connection and it lingers.
+        self.lingered: asyncio.Future[None] | None = None
+        self.linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
         peer = transport.get_extra_info("peername")
@@ -114,9 +145,20 @@ class Connection(asyncio.Protocol):
         self.server.flush([])  # the CONNECT timeout is a deadline
 
     def data_received(self, data: bytes) -> None:
+        if self.lingered is not None:
+            return  # closed by the broker: read and discarded while lingering
         self.server.flush(self.conn.receive_data(data, self.server.loop.time()))
 
+    def eof_received(self) -> bool | None:
+        return None  # the client closed its side: the transport closes ours (lingering or not)
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.lingered is not None:
+            if self.linger_timer is not None:
+                self.linger_timer.cancel()
+            if not self.lingered.done():
+                self.lingered.set_result(None)
+            return  # the broker closed it already
         self.server.transports.pop(self.conn, None)
         self.server.flush(self.conn.connection_lost(self.server.loop.time()))
 
@@ -160,6 +202,7 @@ async def serve(host: str, port: int, config: BrokerConfig) -> None:
             await listener.serve_forever()
     finally:  # 5.0 clients get DISCONNECT 0x8B Server shutting down
         server.flush(server.broker.shutdown(server.loop.time()))
+        await server.drain()  # at most BrokerConfig.linger_timeout
 
 
 def port_number(text: str) -> int:
