@@ -184,3 +184,95 @@ def test_example_client_disconnect_reaches_a_server_still_writing(
                 thread.join(TIMEOUT)
         assert "reset" not in result and "error" not in result, f"run {run}: {result}"
         assert result["received"] == DISCONNECT_V4, f"run {run}: {result}"
+
+
+def subscribing_flooding_server(listener: socket.socket, flood: bytes,
+                                result: dict[str, Any]) -> None:
+    """flooding_server for a 5.0 client that subscribes first: CONNACK, then SUBACK for
+    its SUBSCRIBE (packet id 1, one filter), then ``flood`` over and over."""
+    received = b""
+    try:
+        sock, _ = listener.accept()
+        with sock:
+            sock.settimeout(TIMEOUT)
+            for answer in (CONNACK_V5, SUBACK_V5):  # after CONNECT, after SUBSCRIBE
+                head = sock.recv(2)  # a one-byte Remaining Length (< 128)
+                assert head[1] < 0x80, head.hex()
+                body = b""
+                while len(body) < head[1]:
+                    body += sock.recv(head[1] - len(body))
+                sock.sendall(answer)
+            deadline = time.monotonic() + TIMEOUT
+            while time.monotonic() < deadline:
+                sock.sendall(flood)
+                readable, _, _ = select.select([sock], [], [], 0.002)
+                if readable:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        result["received"] = received
+                        return
+                    received += chunk
+            result["error"] = f"the client did not close within {TIMEOUT} s"
+    except (ConnectionResetError, BrokenPipeError) as exc:
+        result["reset"] = f"{type(exc).__name__}: {exc}"
+    except BaseException as exc:  # noqa: BLE001 - reported by the test
+        result["error"] = repr(exc)
+    result["received"] = received
+
+
+# PUBLISH QoS 0 at level 5 to "a", payload "xx": topic 00 01 61 (3), property length 00
+# (1), payload (2): RL 6.
+PUBLISH_QOS0_V5 = bytes.fromhex("30 06 0001 61 00 7878")
+# CONNACK at level 5: 20 03, flags 00, reason 00, property length 00.
+CONNACK_V5 = bytes.fromhex("20 03 00 00 00")
+# SUBACK at level 5 for packet id 1: 90 04, 00 01, property length 00, granted QoS 0.
+SUBACK_V5 = bytes.fromhex("90 04 0001 00 00")
+# DISCONNECT at level 5, reason 0x00: e0 00 (Remaining Length 0 means Normal disconnection).
+DISCONNECT_V5 = bytes.fromhex("e0 00")
+# DISCONNECT 0x81 Malformed Packet: e0 01 81.
+DISCONNECT_V5_0x81 = bytes.fromhex("e0 01 81")
+
+
+@pytest.mark.parametrize(("flood", "expected"), [
+    pytest.param(PUBLISH_QOS0_V5 * 20, DISCONNECT_V5, id="close"),
+    # The 3.1.1 PUBLISH at level 5: its payload's first byte, 78, is read as a property
+    # length of 120, past the packet: malformed, and the subscriber's thread disconnects.
+    pytest.param(PUBLISH_QOS0_V5 + PUBLISH_QOS0 * 20, DISCONNECT_V5_0x81, id="malformed"),
+])
+def test_live_source_subscriber_disconnect_reaches_a_server_still_writing(
+        flood: bytes, expected: bytes) -> None:
+    """mqttwire.spark.subscriber (the live source's connection) closes the same way, on
+    close() and when its session ends the connection (DISCONNECT 0x81 for the broker's
+    malformed packet)."""
+    import threading
+
+    from mqttwire.session import ClientSession
+    from mqttwire.spark.subscriber import Subscriber
+
+    for run in range(RUNS):
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            listener.settimeout(TIMEOUT)
+            result: dict[str, Any] = {}
+            thread = threading.Thread(target=subscribing_flooding_server,
+                                      args=(listener, flood, result))
+            thread.start()
+            try:
+                session = ClientSession("linger", version=5, auto_ack=False)
+                subscriber = Subscriber("127.0.0.1", listener.getsockname()[1],
+                                        [("a", 0)], session)
+                subscriber.start(TIMEOUT)
+                deadline = time.monotonic() + TIMEOUT
+                while not subscriber.take() and time.monotonic() < deadline:
+                    time.sleep(0.001)  # the flood is on its way
+                if expected == DISCONNECT_V5:
+                    subscriber.close()
+                else:  # the thread ends the connection by itself
+                    thread.join(TIMEOUT)
+                    assert subscriber.error is not None and "0x81" in str(subscriber.error)
+                    subscriber.close()
+            finally:
+                thread.join(TIMEOUT)
+        assert "reset" not in result and "error" not in result, f"run {run}: {result}"
+        assert result["received"] == expected, f"run {run}: {result}"
