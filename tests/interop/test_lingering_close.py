@@ -15,7 +15,10 @@ The client here is a raw socket that sends more QoS 2 PUBLISHes than the broker'
 Maximum in one burst and then keeps sending for a while, and must read the DISCONNECT
 bytes intact and the end of the stream, with no reset on either side; 20 times per
 mqttwire implementation, since the failure it guards against came in about half the
-runs.  Every byte string is written out by hand.
+runs.  The other way round, examples/client.py and the live source's subscriber
+(mqttwire.spark.subscriber) disconnect from a raw server that keeps sending, which must
+read their DISCONNECT and the end of the stream with no reset.  Every byte string is
+written out by hand.
 """
 
 from __future__ import annotations
