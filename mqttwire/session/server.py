@@ -219,8 +219,8 @@ class Broker:
         events = conn.receive_data(data, now)          # bytes read from its socket
         for out in broker.outgoing():                  # every connection with output
             write(out.connection, out.data)
-            if out.close:                              # linger first if out.linger:
-                close(out.connection, out.linger)      # see Outgoing
+            if out.close:                              # after lingering out.linger
+                close(out.connection, out.linger)      # seconds: see Outgoing
         when = broker.next_deadline()                  # call broker.tick(now) then
         events = broker.tick(now)
 
