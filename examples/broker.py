@@ -8,8 +8,9 @@ options; wills with the 5.0 Will Delay Interval; keep-alive, with a Server Keep 
 cap; clean and persistent sessions with Session Expiry; message expiry; Receive Maximum,
 Maximum Packet Size and Topic Aliases both ways; properties forwarded intact.  This file
 is only the glue: it accepts connections, feeds what they read to the broker, writes
-what the broker queued, closes the sockets it says to close, and calls ``tick`` when
-``next_deadline`` comes.  The options set the broker's limits and a subscribe deny rule.
+what the broker queued, closes the sockets it says to close (lingering first when it
+says so: ``Outgoing.linger``), and calls ``tick`` when ``next_deadline`` comes.  The
+options set the broker's limits and a subscribe deny rule.
 
 Left out: enhanced authentication, persistence, TLS, access control beyond ``--deny``,
 and write back-pressure towards slow subscribers (their socket buffers grow).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 from typing import Any
 
 import mqttwire as mw
@@ -72,6 +74,8 @@ class Server:
         self.transports: dict[ServerConnection, asyncio.Transport] = {}
         self.timer: asyncio.TimerHandle | None = None
         self.deadline: float | None = None
+        #: Connections closed by the server that are lingering, each until its end.
+        self.lingering: set[asyncio.Future[None]] = set()
 
     def flush(self, events: list[Event]) -> None:
         """After every call into the broker: log, write, close, re-arm the timer."""
@@ -86,13 +90,38 @@ class Server:
                 transport.write(out.data)
             if out.close:
                 del self.transports[out.connection]
-                transport.close()  # after the data written above
+                self.close(transport, out.linger)  # after the data written above
         deadline = self.broker.next_deadline()
         if deadline != self.deadline:
             if self.timer is not None:
                 self.timer.cancel()
             self.deadline = deadline
             self.timer = None if deadline is None else self.loop.call_at(deadline, self.tick)
+
+    def close(self, transport: asyncio.Transport, linger: float) -> None:
+        """Close a connection, lingering when the broker says so (``Outgoing.linger``):
+        the client may still be writing, and a socket closed with unread input, or that
+        input reaches after it closed, answers with a TCP reset that can make the client
+        fail before it reads the DISCONNECT (or the refusing CONNACK) written last.  So
+        shut the write side (FIN after what is queued), let the protocol read and discard
+        (Connection.data_received) until the client closes (eof_received), and close
+        for good after ``linger`` seconds at most."""
+        protocol = transport.get_protocol()
+        if not linger or not transport.can_write_eof() or not isinstance(protocol, Connection):
+            transport.close()
+            return
+        transport.write_eof()
+        protocol.lingered = self.loop.create_future()
+        self.lingering.add(protocol.lingered)
+        protocol.lingered.add_done_callback(self.lingering.discard)
+        # abort(), not close(): close() would wait for a client that reads nothing to
+        # take what is still queued.
+        protocol.linger_timer = self.loop.call_later(linger, transport.abort)
+
+    async def drain(self) -> None:
+        """Wait for the lingering connections to end (at shutdown)."""
+        if self.lingering:
+            await asyncio.wait(list(self.lingering))
 
     def tick(self) -> None:
         self.timer = self.deadline = None
@@ -104,6 +133,9 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, server: Server) -> None:
         self.server = server
+        #: Set by Server.close when the broker closed the connection and it lingers.
+        self.lingered: asyncio.Future[None] | None = None
+        self.linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
         peer = transport.get_extra_info("peername")
@@ -113,9 +145,20 @@ class Connection(asyncio.Protocol):
         self.server.flush([])  # the CONNECT timeout is a deadline
 
     def data_received(self, data: bytes) -> None:
+        if self.lingered is not None:
+            return  # closed by the broker: read and discarded while lingering
         self.server.flush(self.conn.receive_data(data, self.server.loop.time()))
 
+    def eof_received(self) -> bool | None:
+        return None  # the client closed its side: the transport closes ours (lingering or not)
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.lingered is not None:
+            if self.linger_timer is not None:
+                self.linger_timer.cancel()
+            if not self.lingered.done():
+                self.lingered.set_result(None)
+            return  # the broker closed it already
         self.server.transports.pop(self.conn, None)
         self.server.flush(self.conn.connection_lost(self.server.loop.time()))
 
@@ -140,9 +183,16 @@ def describe(event: Event) -> None:
         log.info("%s: session ended", event.client_id)
 
 
+class CannotListen(Exception):
+    """The listening socket could not be opened (the port taken, an unknown host, ...)."""
+
+
 async def serve(host: str, port: int, config: BrokerConfig) -> None:
     server = Server(config)
-    listener = await server.loop.create_server(lambda: Connection(server), host, port)
+    try:
+        listener = await server.loop.create_server(lambda: Connection(server), host, port)
+    except OSError as exc:  # socket.gaierror included
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     address = listener.sockets[0].getsockname()
     # The first line tells whoever started us where we listen (port 0 picks a free one).
     print(f"listening on {address[0]}:{address[1]}", flush=True)
@@ -152,12 +202,26 @@ async def serve(host: str, port: int, config: BrokerConfig) -> None:
             await listener.serve_forever()
     finally:  # 5.0 clients get DISCONNECT 0x8B Server shutting down
         server.flush(server.broker.shutdown(server.loop.time()))
+        await server.drain()  # at most BrokerConfig.linger_timeout
+
+
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 0 to 65535.  Checked here, so that a port out of range is a
+    usage error like one that is not a number (socket.bind would raise OverflowError)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0 to 65535)")
+    return port
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=1883, help="0 picks a free port")
+    parser.add_argument("--port", type=port_number, default=1883,
+                        help="0 to 65535; 0 picks a free port")
     parser.add_argument("-v", "--verbose", action="store_true", help="log connections")
     parser.add_argument("--max-keep-alive", type=int, metavar="SECONDS",
                         help="cap a 5.0 client's Keep Alive (CONNACK Server Keep Alive)")
@@ -197,6 +261,9 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(serve(args.host, args.port, config))
     except KeyboardInterrupt:
         pass
+    except CannotListen as exc:  # not a usage error: the same command may work later
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,13 @@ class Client(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         #: Application Messages received (``mqttwire.session.ReceivedMessage``).
         self.messages: asyncio.Queue[ReceivedMessage] = asyncio.Queue()
+        #: Done when the MQTT connection is over (the socket may still linger).
         self.closed = self.loop.create_future()
+        #: Done when the socket is closed (connection_lost).
+        self._socket_closed = self.loop.create_future()
+        #: Set once we close the socket (lingering or not): input is discarded from then.
+        self._ending = False
+        self._linger_timer: asyncio.TimerHandle | None = None
         self._connack = self.loop.create_future()
         # Packet identifier of a SUBSCRIBE / UNSUBSCRIBE, or a QoS 1/2 OutgoingMessage ->
         # the future of its reason codes / code.
@@ -159,10 +165,12 @@ class Client(asyncio.Protocol):
         await self.close()
 
     async def close(self) -> None:
-        """Close the connection without DISCONNECT (the server publishes the will)."""
-        if self._transport is not None:
+        """Close the connection without DISCONNECT (the server publishes the will), and
+        wait until the socket is closed (after a linger that ``disconnect`` began)."""
+        if self._transport is not None and not self._ending:
+            self._ending = True
             self._transport.close()
-        await asyncio.shield(self.closed)
+        await asyncio.shield(self._socket_closed)
 
     # Internals ---------------------------------------------------------------------------
 
@@ -184,12 +192,38 @@ class Client(asyncio.Protocol):
         self._flush([])
 
     def data_received(self, data: bytes) -> None:
+        if self._ending:
+            return  # read and discarded while lingering
         self._flush(self.session.receive_data(data, self.loop.time()))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
-        self._flush(self.session.connection_lost(self.loop.time()))
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+        self._flush(self.session.connection_lost(self.loop.time()))  # no-op after Disconnected
         self._finish(ConnectionError("connection closed"))
+        _resolve(self._socket_closed, None)
+
+    def _end(self, linger: float) -> None:
+        """Close the socket after the session's Disconnected, lingering when it says so
+        (``Disconnected.linger``): we sent DISCONNECT (or gave up on the server) while
+        the server may still be sending, and a socket closed with unread input answers
+        with a TCP reset that can lose the DISCONNECT before the server reads it.  So
+        shut the write side (FIN after what is queued), read and discard
+        (data_received) until the server closes (eof_received, asyncio's default: the
+        transport closes ours), and close for good after ``linger`` seconds at most."""
+        transport = self._transport
+        if transport is None or self._ending:
+            return
+        self._ending = True
+        if linger and transport.can_write_eof():
+            transport.write_eof()
+            # abort(), not close(): close() would wait for a server that reads nothing to
+            # take what is still queued.
+            self._linger_timer = self.loop.call_later(linger, transport.abort)
+        else:
+            transport.close()
 
     def _tick(self) -> None:
         self._timer = None
@@ -212,8 +246,7 @@ class Client(asyncio.Protocol):
             self._timer = self.loop.call_at(deadline, self._tick)
         for event in events:
             if isinstance(event, Disconnected):  # after the data written above
-                if self._transport is not None:
-                    self._transport.close()
+                self._end(event.linger)
                 self._finish(ConnectionError(f"connection closed: {event.reason}"))
 
     def _handle(self, event: Event) -> None:
@@ -263,10 +296,22 @@ async def _main(args: argparse.Namespace) -> None:
         await client.disconnect()
 
 
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 1 to 65535, checked here so that one out of range is a
+    usage error like one that is not a number (not an OverflowError from the socket)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1 to 65535)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Publish or subscribe with mqttwire.")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=1883)
+    parser.add_argument("--port", type=port_number, default=1883)
     parser.add_argument("--id", default="", help="client identifier (default: server's)")
     parser.add_argument("--level", type=int, choices=(3, 4, 5), default=4,
                         help="protocol level: 3 = MQTT 3.1, 4 = 3.1.1, 5 = 5.0")

@@ -11,20 +11,85 @@ or on a cluster (every executor needs mqttwire and pyarrow: docs/cluster.md):
     spark-submit --master spark://host:7077 examples/live_to_parquet.py \
         mqtt://broker:1883 'sensors/#' hdfs:///mqtt/sensors hdfs:///mqtt/checkpoints/sensors
 
-Stop it with Ctrl-C; run it again with the same checkpoint and client id to go on where
-it stopped (the broker keeps the unacknowledged messages for the client id's session).
+Stop it with Ctrl-C: it waits for the micro-batch under way to end (10 s at most), stops
+the query, says so on stderr and exits with status 130, as an interrupted program does
+(a second Ctrl-C exits at once, the batch left to the checkpoint).  Run it again with the
+same checkpoint and client id to go on where it stopped (the broker keeps the
+unacknowledged messages for the client id's session).  A query that fails prints its
+error on stderr and exits with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import signal
+import sys
+import time
+from types import FrameType
+from typing import Any
 
-from pyspark.sql import SparkSession
+PROG = "live_to_parquet"
+#: The exit status after Ctrl-C: 128 + SIGINT, what a shell reports for a program that
+#: SIGINT ended, so that a script can tell "interrupted" from "done" (0) and "failed" (1).
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+#: How long Ctrl-C waits for the micro-batch under way before stopping the query anyway.
+BATCH_WAIT = 10.0
 
-from mqttwire.spark.live import register, use_filesystem_checkpoints
+
+class Interrupts:
+    """Ctrl-C (SIGINT) as a flag that the main loop polls.
+
+    pyspark's own SIGINT handler cancels every job and raises KeyboardInterrupt in the
+    main thread, which is then most likely inside a py4j call (awaitTermination): py4j
+    fails on the reentrant read and prints its tracebacks.  This handler only counts, so
+    the call in progress finishes, and the main loop stops the query between calls.  The
+    second Ctrl-C exits at once; the JVM, whose stdin is a pipe from this process, exits
+    when it closes."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.count > 1:
+            # os.write: print() could be in the middle of a write to stderr.
+            os.write(2, f"{PROG}: interrupted again: exiting now\n".encode())
+            os._exit(EXIT_INTERRUPTED)
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self)
 
 
-def main() -> None:
+def stop(spark: Any, query: Any) -> None:
+    """Stop the query, between two micro-batches when one ends within BATCH_WAIT seconds.
+
+    A batch that the stop interrupts (none ended in time, or the next one began meanwhile)
+    is aborted, and Spark logs the cancellation as errors with Java stack traces, as it
+    does while the SparkContext stops under tasks still finishing.  Those are the stop's
+    expected effects, not failures (the checkpoint is right either way: an interrupted
+    batch runs again on the next start), so Spark's log is quieted to fatal errors first:
+    the stop is said on stderr instead."""
+    deadline = time.monotonic() + BATCH_WAIT
+    while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    spark.sparkContext.setLogLevel("FATAL")
+    query.stop()
+
+
+def failure(message: str) -> str:
+    """What a failed query's error comes to: Spark words a Python source's error as its
+    own message with the Python traceback inside (and has logged it already), so the
+    last "SomeError: what" line of that traceback, else the message's first line."""
+    found = re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", message, re.M)
+    if found:
+        name, what = found[-1]
+        return f"{name.rsplit('.', 1)[-1]}: {what}"
+    return message.strip().splitlines()[0] if message.strip() else "unknown error"
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url", help="mqtt://[user:password@]host[:port]")
     parser.add_argument("topics", help="topic filters, comma-separated")
@@ -36,7 +101,19 @@ def main() -> None:
     parser.add_argument("--trigger", default="1 second", help="micro-batch interval")
     args = parser.parse_args()
 
+    interrupts = Interrupts()
+    interrupts.install()  # Ctrl-C while Spark is imported and starts, too
+    from pyspark.errors import StreamingQueryException
+    from pyspark.sql import SparkSession
+
+    from mqttwire.spark.live import register, use_filesystem_checkpoints
+
     spark = SparkSession.builder.appName("mqtt-live-to-parquet").getOrCreate()
+    interrupts.install()  # again: the SparkContext installed pyspark's handler
+    if interrupts.count:
+        print(f"{PROG}: interrupted before the query started", file=sys.stderr, flush=True)
+        spark.stop()
+        return EXIT_INTERRUPTED
     register(spark)
     if "://" not in args.checkpoint or args.checkpoint.startswith("file:"):
         use_filesystem_checkpoints(spark)  # a local checkpoint: no process per log file
@@ -48,10 +125,22 @@ def main() -> None:
              .option("checkpointLocation", args.checkpoint)
              .trigger(processingTime=args.trigger).start())
     try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
+        while not query.awaitTermination(0.5):
+            if interrupts.count:
+                print(f"{PROG}: interrupted: stopping the query after its current batch",
+                      file=sys.stderr, flush=True)
+                stop(spark, query)
+                print(f"{PROG}: query stopped; run again with the same checkpoint and "
+                      "client id to go on", file=sys.stderr, flush=True)
+                return EXIT_INTERRUPTED
+    except StreamingQueryException as exc:
+        print(f"{PROG}: the query failed: {failure(exc.getMessage())}", file=sys.stderr,
+              flush=True)
+        return 1
+    finally:
+        spark.stop()
+    return 0  # stopped from elsewhere (the Spark UI, another thread)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

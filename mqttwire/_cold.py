@@ -455,6 +455,14 @@ def _ack_codes(ptype: int, version: int) -> tuple[frozenset[int], str]:
     return V3_SUBACK_CODES[3 if version == 3 else 4], "suback_return_code"
 
 
+# The rule an acknowledgement without a code breaks: one code answers each topic filter.
+# (The codes' own rule, _ack_codes' key, is about which values are defined.)
+_CODE_PER_FILTER: dict[int, str] = {
+    P.SUBACK: "suback_code_per_filter",
+    P.UNSUBACK: "unsuback_code_per_filter",
+}
+
+
 def _read_codes(
     data: Buffer, pos: int, end: int, ptype: int, name: str, version: int
 ) -> list[int]:
@@ -463,7 +471,7 @@ def _read_codes(
     if pos >= end:
         raise MalformedPacket(
             name, "no reason code (one is due for each topic filter)", offset=pos,
-            rule=rule(key, version),
+            rule=rule(_CODE_PER_FILTER[ptype], version),
         )
     codes = []
     while pos < end:
@@ -482,7 +490,10 @@ def _write_codes(pkt: Any, ptype: int, name: str, version: int) -> bytes:
     """The encoding side of :func:`_read_codes`."""
     allowed, key = _ack_codes(ptype, version)
     if not pkt.reason_codes:
-        raise MalformedPacket(name, "no reason code", rule=rule(key, version))
+        raise MalformedPacket(
+            name, "no reason code (one is due for each topic filter)",
+            rule=rule(_CODE_PER_FILTER[ptype], version),
+        )
     for code in pkt.reason_codes:
         if code not in allowed:
             raise MalformedPacket(

@@ -144,7 +144,16 @@ _RULES: dict[str, tuple[str, str]] = {
     "no_local_shared": ("§3.8.3.1", "MQTT-3.8.3-4"),
     "unsubscribe_no_filter": ("MQTT-3.10.3-2", "MQTT-3.10.3-2"),
     "suback_return_code": ("§3.9.3", "§3.9.3"),
+    # A SUBACK's codes answer the SUBSCRIBE's topic filters one for one, so there is at
+    # least one: "The order of return codes [Reason Codes] in the SUBACK packet MUST match
+    # the order of Topic Filters in the SUBSCRIBE packet", in both versions.
+    "suback_code_per_filter": ("MQTT-3.9.3-1", "MQTT-3.9.3-1"),
+    # The same for UNSUBACK in 5.0; a 3.1.1 UNSUBACK has no payload (§3.11.3), so its
+    # column is never cited.
+    "unsuback_code_per_filter": ("§3.11.3", "MQTT-3.11.3-1"),
     "reason_code": ("§2.4", "§2.4"),
+    # Properties exist only in MQTT 5.0: both columns hold its section.
+    "property_length": ("§2.2.2.1", "§2.2.2.1"),
     "property_identifier": ("§2.2.2.2", "§2.2.2.2"),
     "property_duplicate": ("§2.2.2.2", "§2.2.2.2"),
     "property_value": ("§2.2.2.2", "§2.2.2.2"),

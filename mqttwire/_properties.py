@@ -22,6 +22,7 @@ from typing import Any
 from ._constants import PacketType as P
 from ._errors import MalformedPacket, ProtocolError, rule
 from ._wire import (
+    PAST_PACKET,
     Buffer,
     encode_binary,
     encode_utf8,
@@ -381,11 +382,22 @@ def same_properties(a: Properties | None, b: Properties | None) -> bool:
 
 
 def decode_properties(
-    data: Buffer, pos: int, end: int, ptype: int, pname: str, version: int = 5
+    data: Buffer,
+    pos: int,
+    end: int,
+    ptype: int,
+    pname: str,
+    version: int = 5,
+    packet_end: int | None = None,
 ) -> tuple[Properties | None, int]:
     """Read a property block (its Variable Byte Integer length, then the properties) that
     starts at ``pos`` and must end by ``end``: (Properties or None when empty, position
-    after the block).  ``ptype`` is the packet type, or WILL for Will Properties."""
+    after the block).  ``ptype`` is the packet type, or WILL for Will Properties.
+
+    ``packet_end``: where the packet ends, when ``data`` stops before it (None: at
+    ``end``).  ``_speedups`` passes a copy of just the block and up to three bytes after
+    it, not the payload that may follow: that is all :func:`_blame_block` reads to tell
+    whether a field that runs past the block would still fit in the packet."""
     length, pos = read_varint(data, pos, end, pname, "property length", version)
     if length == 0:
         return None, pos
@@ -396,88 +408,98 @@ def decode_properties(
     d = props.__dict__
     block_start = pos
     lists = False  # a User Property or Subscription Identifier seen
-    while pos < block_end:
-        start = pos
-        pid = data[pos]
-        if pid < 0x80:  # every defined identifier fits in one Variable Byte Integer byte
-            pos += 1
-        else:
-            pid, pos = read_varint(data, pos, block_end, pname, "property identifier", version)
-        entry = _DECODE.get(pid)
-        if entry is None:
-            raise MalformedPacket(
-                pname,
-                f"unknown property identifier 0x{pid:02X}",
-                offset=start,
-                rule=rule("property_identifier", version),
-            )
-        name, kind, allowed, field = entry
-        if ptype not in allowed:
-            where = "will properties" if ptype == WILL else pname
-            raise MalformedPacket(
-                pname,
-                f"property 0x{pid:02X} ({field}) is not allowed in {where}",
-                offset=start,
-                rule=rule("property_identifier", version),
-            )
-        value: Any
-        # Two- and four-byte integers are read inline in the valid case, a call less per
-        # value; read_u16 / read_u32 word the error otherwise.
-        if kind == UTF8:
-            value, pos = read_utf8(data, pos, block_end, pname, field, version)
-        elif kind == U32:
-            if block_end - pos < 4:
-                read_u32(data, pos, block_end, pname, field)  # raises
-            value = int.from_bytes(data[pos : pos + 4], "big")
-            pos += 4
-        elif kind == BYTE:
-            if pos >= block_end:
-                raise overrun(pname, field, pos)
-            value = data[pos]
-            pos += 1
-        elif kind == U16:
-            if block_end - pos < 2:
-                read_u16(data, pos, block_end, pname, field)  # raises
-            value = (data[pos] << 8) | data[pos + 1]
-            pos += 2
-        elif kind == VARINT:
-            value, pos = read_varint(data, pos, block_end, pname, field, version)
-        elif kind == BINARY:
-            value, pos = read_binary(data, pos, block_end, pname, field)
-        else:  # PAIR
-            key, pos = read_utf8(data, pos, block_end, pname, "user property name", version)
-            val, pos = read_utf8(data, pos, block_end, pname, "user property value", version)
-            value = (key, val)
-        if pid in _CHECKED:
-            low, high = _CHECKED[pid]
-            if not low <= value <= high:
-                problem = _value_problem(pid, value)
-                if problem is not None:
-                    raise ProtocolError(
-                        pname, problem[0], offset=start, rule=rule(problem[1], version)
-                    )
-        if pid == 0x26:
-            d.setdefault("user_properties", []).append(value)
-            lists = True
-        elif pid == 0x0B:
-            lists = True
-            ids = d.setdefault("subscription_identifiers", [])
-            # PUBLISH may carry one per matching subscription (§3.3.2.3.8); SUBSCRIBE
-            # at most one (§3.8.2.1.2).
-            if ids and ptype != P.PUBLISH:
-                raise _duplicate(pname, pid, start, version)
-            ids.append(value)
-        elif name in d:
-            raise _duplicate(pname, pid, start, version)
-        else:
-            d[name] = value
-            if pid == 0x08 and ("+" in value or "#" in value):
-                raise ProtocolError(
+    # The fields are read up to block_end, so one that runs past it raises overrun(),
+    # which blames the Remaining Length; _blame_block blames the Property Length instead
+    # when the field would still fit in the packet.  (The try costs nothing until a raise.)
+    try:
+        while pos < block_end:
+            start = pos
+            pid = data[pos]
+            if pid < 0x80:  # every defined identifier fits in one Variable Byte Integer byte
+                pos += 1
+            else:
+                pid, pos = read_varint(data, pos, block_end, pname, "property identifier", version)
+            entry = _DECODE.get(pid)
+            if entry is None:
+                raise MalformedPacket(
                     pname,
-                    "response topic contains a wildcard",
+                    f"unknown property identifier 0x{pid:02X}",
                     offset=start,
-                    rule=rule("response_topic_wildcard", version),
+                    rule=rule("property_identifier", version),
                 )
+            name, kind, allowed, field = entry
+            if ptype not in allowed:
+                where = "will properties" if ptype == WILL else pname
+                raise MalformedPacket(
+                    pname,
+                    f"property 0x{pid:02X} ({field}) is not allowed in {where}",
+                    offset=start,
+                    rule=rule("property_identifier", version),
+                )
+            value: Any
+            # Two- and four-byte integers are read inline in the valid case, a call less per
+            # value; read_u16 / read_u32 word the error otherwise.
+            if kind == UTF8:
+                value, pos = read_utf8(data, pos, block_end, pname, field, version)
+            elif kind == U32:
+                if block_end - pos < 4:
+                    read_u32(data, pos, block_end, pname, field)  # raises
+                value = int.from_bytes(data[pos : pos + 4], "big")
+                pos += 4
+            elif kind == BYTE:
+                if pos >= block_end:
+                    raise overrun(pname, field, pos)
+                value = data[pos]
+                pos += 1
+            elif kind == U16:
+                if block_end - pos < 2:
+                    read_u16(data, pos, block_end, pname, field)  # raises
+                value = (data[pos] << 8) | data[pos + 1]
+                pos += 2
+            elif kind == VARINT:
+                value, pos = read_varint(data, pos, block_end, pname, field, version)
+            elif kind == BINARY:
+                value, pos = read_binary(data, pos, block_end, pname, field)
+            else:  # PAIR
+                key, pos = read_utf8(data, pos, block_end, pname, "user property name", version)
+                val, pos = read_utf8(data, pos, block_end, pname, "user property value", version)
+                value = (key, val)
+            if pid in _CHECKED:
+                low, high = _CHECKED[pid]
+                if not low <= value <= high:
+                    problem = _value_problem(pid, value)
+                    if problem is not None:
+                        raise ProtocolError(
+                            pname, problem[0], offset=start, rule=rule(problem[1], version)
+                        )
+            if pid == 0x26:
+                d.setdefault("user_properties", []).append(value)
+                lists = True
+            elif pid == 0x0B:
+                lists = True
+                ids = d.setdefault("subscription_identifiers", [])
+                # PUBLISH may carry one per matching subscription (§3.3.2.3.8); SUBSCRIBE
+                # at most one (§3.8.2.1.2).
+                if ids and ptype != P.PUBLISH:
+                    raise _duplicate(pname, pid, start, version)
+                ids.append(value)
+            elif name in d:
+                raise _duplicate(pname, pid, start, version)
+            else:
+                d[name] = value
+                if pid == 0x08 and ("+" in value or "#" in value):
+                    raise ProtocolError(
+                        pname,
+                        "response topic contains a wildcard",
+                        offset=start,
+                        rule=rule("response_topic_wildcard", version),
+                    )
+    except MalformedPacket as exc:
+        if exc.what.endswith(PAST_PACKET) and exc.offset is not None:
+            raise _blame_block(
+                exc, data, block_end, end if packet_end is None else packet_end, version
+            ) from None
+        raise
     if "authentication_data" in d and "authentication_method" not in d:
         raise ProtocolError(
             pname,
@@ -506,6 +528,51 @@ def decode_properties(
     else:
         _SET_WIRE(props, (block, _KINDS[ptype], "user_properties", pairs.copy()))
     return props, pos
+
+
+# How the readers name each field of a property block in their errors -> its value type,
+# for _blame_block: the properties' titles, the identifier, and a User Property's strings.
+_FIELD_KINDS = {
+    **{field: kind for (_, kind, _, field) in _DECODE.values()},
+    "property identifier": VARINT,
+    "user property name": UTF8,
+    "user property value": UTF8,
+}
+_SIZES = {BYTE: 1, U16: 2, U32: 4}
+
+
+def _blame_block(
+    exc: MalformedPacket, data: Buffer, block_end: int, packet_end: int, version: int
+) -> MalformedPacket:
+    """The error for a field that overran the property block (``exc``, from overrun()).
+
+    overrun() blames the Remaining Length.  When the field would still fit in the packet,
+    the Property Length is what is too small, and the error says so; otherwise ``exc``
+    stands.  Only the field's length prefix is read past the block (at most three bytes:
+    the rest of a Variable Byte Integer, or the second byte of a two-byte length), so a
+    caller may pass a copy of the block and those bytes instead of the whole packet."""
+    field = exc.what[: -len(PAST_PACKET)]
+    kind = _FIELD_KINDS.get(field)
+    at = exc.offset
+    if kind is None or at is None or block_end >= packet_end:
+        return exc
+    avail = min(len(data), packet_end)
+    if kind == VARINT:
+        # read_varint raised at the byte it missed (block_end): the integer fits if one of
+        # the next three bytes ends it (no Variable Byte Integer is longer than 4 bytes).
+        fits = any(data[i] < 0x80 for i in range(at, min(avail, at + 3)))
+    elif kind in _SIZES:
+        fits = at + _SIZES[kind] <= packet_end
+    else:  # UTF8 or BINARY: raised at the two-byte length that leads the field
+        fits = at + 2 <= avail and at + 2 + ((data[at] << 8) | data[at + 1]) <= packet_end
+    if not fits:
+        return exc
+    return MalformedPacket(
+        exc.packet_type,
+        f"{field} runs past the end of the property block (Property Length too small)",
+        offset=at,
+        rule=rule("property_length", version),
+    )
 
 
 def _duplicate(pname: str, pid: int, pos: int, version: int) -> ProtocolError:

@@ -89,13 +89,16 @@ cdef tuple _decode_properties(const unsigned char* p, Py_ssize_t pos, Py_ssize_t
     properties = _fast_properties(p, &i, end, ptype)
     if properties is not _BAIL:
         return properties, i
-    # The block as its length says; a malformed length, or a block that runs past `end`,
-    # is copied whole up to `end`.
+    # The block as its length says, and up to three bytes after it: what the shared reader
+    # reads of a field that runs past the block to tell whether it would fit in the packet
+    # (then the Property Length is to blame, not the Remaining Length); told where the
+    # packet ends, it needs no more, so a PUBLISH payload is never copied.  A malformed
+    # length, or a block that runs past `end`, is copied whole up to `end`.
     if read_varint(p, pos, end, &length, &i) == 1 and i + length <= end:
-        stop = i + length
+        stop = min(i + length + 3, end)
     block = PyBytes_FromStringAndSize(<const char*>p + pos, stop - pos)
     try:
-        properties, used = decode_properties(block, 0, stop - pos, ptype, name)
+        properties, used = decode_properties(block, 0, stop - pos, ptype, name, 5, end - pos)
     except MQTTWireError as exc:
         _shift(exc, pos)
         raise

@@ -44,13 +44,15 @@ def as_buffer(data: object) -> Buffer:
 # Readers
 
 
+#: How :func:`overrun` ends its message; the property block reader recognises its fields'
+#: overruns by it (``_properties.decode_properties``), to blame the Property Length instead
+#: when the field still fits in the packet.
+PAST_PACKET = " runs past the end of the packet (Remaining Length too small)"
+
+
 def overrun(ptype: str, field: str, pos: int) -> MalformedPacket:
     """A field that does not fit in what is left of the packet."""
-    return MalformedPacket(
-        ptype,
-        f"{field} runs past the end of the packet (Remaining Length too small)",
-        offset=pos,
-    )
+    return MalformedPacket(ptype, field + PAST_PACKET, offset=pos)
 
 
 def read_byte(data: Buffer, pos: int, end: int, ptype: str, field: str) -> int:

@@ -324,10 +324,13 @@ _BAD_VALUES = [
      "packet (Remaining Length too small)", 12, None),
     ("26 0001 6b 00", MalformedPacket, "user property value runs past the end of the "
      "packet (Remaining Length too small)", 12, None),
+    # These two would fit with the payload byte after the block: the Property Length is
+    # too small, not the Remaining Length (changed on purpose; see test_strict's
+    # property_length cases).
     ("02 0000 01", MalformedPacket, "message expiry interval runs past the end of the "
-     "packet (Remaining Length too small)", 9, None),
-    ("23 00", MalformedPacket, "topic alias runs past the end of the packet "
-     "(Remaining Length too small)", 9, None),
+     "property block (Property Length too small)", 9, "§2.2.2.1"),
+    ("23 00", MalformedPacket, "topic alias runs past the end of the property block "
+     "(Property Length too small)", 9, "§2.2.2.1"),
     ("23 0000", ProtocolError, "topic alias is 0", 8, "MQTT-3.3.2-8"),
     ("01 02", ProtocolError, "payload format indicator is 2, not 0 or 1", 8, "§2.2.2.2"),
     ("08 0003 612f23", ProtocolError, "response topic contains a wildcard", 8,

@@ -436,6 +436,35 @@ case("response_topic_wildcard", "will", 5,
      wire("10 18 00 04", b"MQTT", "05 06 00 3c 00 00 01", b"c", "04 08 00 01", b"#",
           "00 01", b"w", "00 00"), P, "CONNECT")
 
+# A property that runs past the end of its block but would fit in the packet: the
+# Property Length is too small (§2.2.2.1), not the Remaining Length.  Offset: where the
+# field's reader stopped (its start; for a Variable Byte Integer, the byte it missed).
+# The bytes after the block are the payload (PUBLISH), or the next field.
+_PROPERTY_LENGTH = [
+    # topic alias 23 00|01: block 2 (23 00), payload 01; RL = 3 + 1 + 2 + 1 = 7; the alias
+    # at offset 7 would be 00 01, ending with the packet at 9.
+    ("topic-alias-PUBLISH", wire("30 07 00 01", b"t", "02 23 00 01"), "PUBLISH", 7),
+    # user property "k" = 3 bytes, of which the block (7: 26 0001 6b 0003 76) holds one;
+    # payload 77 77; RL = 3 + 1 + 7 + 2 = 13; the value's length at offset 10, its end at
+    # 10 + 2 + 3 = 15, the packet's.
+    ("user-property-value-PUBLISH",
+     wire("30 0d 00 01", b"t", "07 26 00 01 6b 00 03 76 77 77"), "PUBLISH", 10),
+    # subscription identifier 80|01 (= 128): block 2 (0b 80), payload 01; RL = 7; the
+    # identifier misses its second byte, offset 8.
+    ("subscription-identifier-PUBLISH", wire("30 07 00 01", b"t", "02 0b 80 01"), "PUBLISH",
+     8),
+    # the ack path: PUBACK id 1, reason 0x00, block 4 (1f 0004 61: reason string of 4, one
+    # in the block), then 62 63 64; RL = 2 + 1 + 1 + 4 + 3 = 11; the string at offset 7.
+    ("reason-string-PUBACK", wire("40 0b 00 01 00 04 1f 00 04 61 62 63 64"), "PUBACK", 7),
+    # CONNECT: session expiry interval 11 0000|0001 with block 3 (11 00 00), then the
+    # client id 00 01 "c"; RL = 10 + 1 + 3 + 3 = 17; the interval at offset 14.
+    ("session-expiry-interval-CONNECT",
+     wire("10 11 00 04", b"MQTT", "05 02 00 3c 03 11 00 00 00 01", b"c"), "CONNECT", 14),
+]
+for _note, _data, _name, _at in _PROPERTY_LENGTH:
+    case("property_length", _note, 5, _data, M, _name, offset=_at)
+
+
 # ---------------------------------------------------------------------------------------
 # SUBSCRIBE, UNSUBSCRIBE (3.1.1 §3.8, §3.10; 5.0 §3.8, §3.10)
 
@@ -534,6 +563,17 @@ case("connack_session_present", "code-0x80", 5, wire("20 03 01 80 00"), P, "CONN
 case("reason_code", "SUBACK-second-code", 5, wire("90 05 00 01 00 00 03"), M, "SUBACK",
      offset=6)
 
+# A SUBACK or 5.0 UNSUBACK without a code: one is due for each topic filter of the
+# SUBSCRIBE / UNSUBSCRIBE, so at least one ([MQTT-3.9.3-1], [MQTT-3.11.3-1]).  Packet id 1;
+# offset: where the first code should be (4; 5 in 5.0, after the property length 0).
+for _v in (3, 4):
+    case("suback_code_per_filter", "SUBACK-no-code", _v, wire("90 02 00 01"), M, "SUBACK",
+         offset=4)
+case("suback_code_per_filter", "SUBACK-no-code", 5, wire("90 03 00 01 00"), M, "SUBACK",
+     offset=5)
+case("unsuback_code_per_filter", "UNSUBACK-no-code", 5, wire("b0 03 00 01 00"), M,
+     "UNSUBACK", offset=5)
+
 CASE_IDS = [c.id for c in CASES]
 assert len(set(CASE_IDS)) == len(CASE_IDS), "duplicate case ids"
 
@@ -602,6 +642,110 @@ def test_stream_decoder_rejects_byte_by_byte(codec: ModuleType, c: Case) -> None
         for i in range(len(c.data)):
             assert dec.feed(c.data[i : i + 1]) == []
     check_error(info.value, c)
+
+
+# ---------------------------------------------------------------------------------------
+# Which length an overrunning property blames, in words: the Property Length when the
+# field would fit in the packet (the property_length cases above), else the Remaining
+# Length, as for any field that runs past the packet.
+
+_PROPERTY_LENGTH_FIELDS = {
+    "topic-alias-PUBLISH": "topic alias",
+    "user-property-value-PUBLISH": "user property value",
+    "subscription-identifier-PUBLISH": "subscription identifier",
+    "reason-string-PUBACK": "reason string",
+    "session-expiry-interval-CONNECT": "session expiry interval",
+}
+_PAST_BLOCK = " runs past the end of the property block (Property Length too small)"
+_PAST_PACKET = " runs past the end of the packet (Remaining Length too small)"
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "offset"),
+    [pytest.param(d, _PROPERTY_LENGTH_FIELDS[n], at, id=n) for n, d, _, at in _PROPERTY_LENGTH],
+)
+def test_property_past_its_block_blames_the_property_length(
+    codec: ModuleType, data: bytes, field: str, offset: int
+) -> None:
+    with pytest.raises(MalformedPacket) as info:
+        codec.decode(data, version=5)
+    assert (info.value.what, info.value.offset, info.value.rule) == (
+        field + _PAST_BLOCK, offset, "§2.2.2.1")
+    assert str(info.value).endswith(f"at offset {offset} [§2.2.2.1]")
+
+
+# The same fields when the packet ends before them too: nothing but a larger Remaining
+# Length (or a smaller field) would do, so the Remaining Length is blamed, as before.
+_PAST_PACKET_CASES = [
+    # topic alias 23 00 with the block ending the packet: RL = 3 + 1 + 2 = 6.
+    ("topic-alias", wire("30 06 00 01", b"t", "02 23 00"), "topic alias", 7),
+    # the user property value of 4 bytes needs 10 + 2 + 4 = 16; the packet ends at 15.
+    ("user-property-value", wire("30 0d 00 01", b"t", "07 26 00 01 6b 00 04 76 77 77"),
+     "user property value", 10),
+    # the subscription identifier's next byte (80) goes on too, past the packet.
+    ("subscription-identifier", wire("30 07 00 01", b"t", "02 0b 80 80"),
+     "subscription identifier", 8),
+    # PUBACK reason string of 5: needs 7 + 2 + 5 = 14; the packet ends at 13.
+    ("reason-string-PUBACK", wire("40 0b 00 01 00 04 1f 00 05 61 62 63 64"), "reason string",
+     7),
+]
+
+
+@pytest.mark.parametrize(("data", "field", "offset"),
+                         [pytest.param(d, f, at, id=n) for n, d, f, at in _PAST_PACKET_CASES])
+def test_property_past_the_packet_blames_the_remaining_length(
+    codec: ModuleType, data: bytes, field: str, offset: int
+) -> None:
+    with pytest.raises(MalformedPacket) as info:
+        codec.decode(data, version=5)
+    assert (info.value.what, info.value.offset, info.value.rule) == (
+        field + _PAST_PACKET, offset, None)
+
+
+def test_property_past_its_block_into_a_large_payload(codec: ModuleType) -> None:
+    """A property that runs into a 4 MiB payload is blamed on the Property Length by both
+    implementations, and the payload is not copied to find that out (the extension hands
+    the shared reader a copy of the block and three bytes more)."""
+    import tracemalloc
+
+    # content type of 5 ("ab" in the block 03 0005 6162), then the payload.
+    body = wire("00 01", b"t", "05 03 00 05 61 62") + bytes(4 << 20)
+    n = len(body)  # Remaining Length as a Variable Byte Integer (4 bytes at this size)
+    rl = bytes([(n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, ((n >> 14) & 0x7F) | 0x80, n >> 21])
+    data = b"\x30" + rl + body
+    tracemalloc.start()
+    try:
+        with pytest.raises(MalformedPacket) as info:
+            codec.decode(data, version=5)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (info.value.what, info.value.offset, info.value.rule) == (
+        "content type" + _PAST_BLOCK, 10, "§2.2.2.1")
+    assert peak < 64 * 1024, f"{peak} bytes allocated while decoding"
+
+
+def test_ack_without_a_code_names_the_rule(codec: ModuleType) -> None:
+    """SUBACK / UNSUBACK without a code, decoded and encoded: the words and the rule that
+    asks for one code per topic filter (not §2.4, which is about the codes' values)."""
+    what = "no reason code (one is due for each topic filter)"
+    for data, version, rule_text in [
+        (wire("90 02 00 01"), 3, "MQTT-3.9.3-1"),
+        (wire("90 02 00 01"), 4, "MQTT-3.9.3-1"),
+        (wire("90 03 00 01 00"), 5, "MQTT-3.9.3-1"),
+        (wire("b0 03 00 01 00"), 5, "MQTT-3.11.3-1"),
+    ]:
+        with pytest.raises(MalformedPacket) as info:
+            codec.decode(data, version=version)
+        assert (info.value.what, info.value.rule) == (what, rule_text)
+    for packet, version, rule_text in [
+        (codec.SubAck(1, []), 4, "MQTT-3.9.3-1"),
+        (codec.SubAck(1, []), 5, "MQTT-3.9.3-1"),
+        (codec.UnsubAck(1, []), 5, "MQTT-3.11.3-1"),
+    ]:
+        with pytest.raises(MalformedPacket) as info:
+            packet.encode(version)
+        assert (info.value.what, info.value.rule) == (what, rule_text)
 
 
 # ---------------------------------------------------------------------------------------

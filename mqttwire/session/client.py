@@ -16,6 +16,7 @@ are MQTT 5.0's unless marked 3.1.1.
 from __future__ import annotations
 
 import enum
+import math
 from collections import OrderedDict, deque
 from types import ModuleType
 from typing import Any
@@ -130,6 +131,9 @@ class ClientSession:
             ``ack()``.
         ping_timeout: seconds to wait for PINGRESP (None: the Keep Alive).
         connect_timeout: seconds to wait for CONNACK.
+        linger_timeout: seconds at most to linger over a connection we close (our
+            DISCONNECT sent, or a timeout) before closing the socket: see
+            ``Disconnected.linger``.  0: close at once.
         codec: ``mqttwire._speedups`` or ``mqttwire._pure``; None for ``mqttwire``'s.
     """
 
@@ -141,7 +145,7 @@ class ClientSession:
         will: Any = None, username: str | None = None, password: bytes | None = None,
         properties: Properties | None = None, auto_ack: bool = True,
         ping_timeout: float | None = None, connect_timeout: float = 30.0,
-        codec: ModuleType | None = None,
+        linger_timeout: float = 2.0, codec: ModuleType | None = None,
     ) -> None:
         if version not in (3, 4, 5):
             raise SessionError(f"version must be 3, 4 or 5, not {version!r}")
@@ -151,6 +155,9 @@ class ClientSession:
                                "packet size are MQTT 5.0 properties")
         if receive_maximum is not None and not 1 <= receive_maximum <= 65535:
             raise SessionError(f"receive_maximum must be 1..65535, not {receive_maximum}")
+        if not 0 <= linger_timeout < math.inf:
+            raise SessionError(f"linger_timeout must be 0 or more seconds, not "
+                               f"{linger_timeout}")
         self.codec = Codec(codec)
         self.client_id = client_id
         self.version = version
@@ -168,6 +175,7 @@ class ClientSession:
         self.auto_ack = auto_ack
         self.ping_timeout = ping_timeout
         self.connect_timeout = connect_timeout
+        self.linger_timeout = linger_timeout
         self.state = ClientState.DISCONNECTED
         #: The last CONNACK.
         self.connack: Any = None
@@ -263,7 +271,7 @@ class ClientSession:
     def connection_lost(self, now: float) -> list[Event]:
         """The socket closed or failed."""
         if self.state is not ClientState.DISCONNECTED:
-            self._end("network connection lost")
+            self._end("network connection lost", lost=True)
         return self._take_events()
 
     def disconnect(self, now: float, *, reason_code: int = 0,
@@ -477,7 +485,9 @@ class ClientSession:
         return True
 
     def _end(self, reason: str, *, reason_code: int | None = None, by_server: bool = False,
-             error: MQTTWireError | None = None) -> None:
+             error: MQTTWireError | None = None, lost: bool = False) -> None:
+        """The connection is over.  We linger when we close first (our DISCONNECT, a
+        timeout): the server may still be sending (``Disconnected.linger``)."""
         self.state = ClientState.DISCONNECTED
         # A SUBSCRIBE or UNSUBSCRIBE not answered on this connection never will be (only
         # PUBLISH and PUBREL are re-sent, [MQTT-4.4.0-1]): forget it, free its identifier.
@@ -485,7 +495,8 @@ class ClientSession:
             self._ids.release(pid)
         self._requests.clear()
         self._held = []
-        self._events.append(Disconnected(reason, reason_code, by_server, error))
+        linger = 0.0 if by_server or lost else self.linger_timeout
+        self._events.append(Disconnected(reason, reason_code, by_server, error, linger))
 
     def _protocol_error(self, error: MQTTWireError, now: float) -> None:
         """The server broke a rule: 5.0 sends DISCONNECT with the reason code first

@@ -103,12 +103,13 @@ class ClientUnsubscribed(Event):
 @dataclass(frozen=True, eq=False)
 class ConnectionClosed(Event):
     """The connection is over: write what ``data_to_send()`` still holds, then close the
-    socket (``closed`` is True from now on).
+    socket (``closed`` is True from now on), after lingering ``linger`` seconds at most
+    when that is not 0 (``Outgoing.linger`` says how).
 
     ``reason_code`` is the 5.0 DISCONNECT reason code the server sent (None when none was
     sent: 3.x, before CONNACK, or a network loss), ``error`` the peer's protocol
     violation when there was one, ``by_client`` whether the client ended it (DISCONNECT
-    or the network)."""
+    or the network); ``linger`` is 0.0 then, else ``BrokerConfig.linger_timeout``."""
 
     connection: ServerConnection
     client_id: str | None
@@ -116,6 +117,7 @@ class ConnectionClosed(Event):
     reason_code: int | None = None
     error: MQTTWireError | None = None
     by_client: bool = False
+    linger: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,9 +204,18 @@ class Disconnected(Event):
 
     ``by_server``: the server sent DISCONNECT (``reason_code`` is its), else
     ``reason_code`` is what we sent (None if nothing was sent: 3.x, or a network loss).
-    ``error``: the server's protocol violation, when that was the cause."""
+    ``error``: the server's protocol violation, when that was the cause.
+
+    ``linger``: 0.0 to close at once (the server ended it: its DISCONNECT, a refusing
+    CONNACK, or the network), else the seconds at most to linger: we are closing while
+    the server may still be sending, so shut the socket's write side (asyncio:
+    ``transport.write_eof()``), read and discard until the server closes or ``linger``
+    seconds pass, then close.  A socket closed with unread input makes the TCP stack
+    send a reset, which can lose the DISCONNECT written last (and with it, the will's
+    suppression)."""
 
     reason: str
     reason_code: int | None = None
     by_server: bool = False
     error: MQTTWireError | None = None
+    linger: float = 0.0

@@ -85,6 +85,10 @@ class BrokerConfig:
     deny_subscription: DenyRule | None = None
     #: Prefix of the Client Identifiers assigned to clients that send an empty one.
     assigned_id_prefix: str = "auto-"
+    #: Seconds at most the I/O glue lingers over a connection the server closes (its
+    #: write side shut, input read and discarded) before it closes the socket: see
+    #: ``Outgoing.linger``.  0: close at once.
+    linger_timeout: float = 2.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.receive_maximum <= 65535:
@@ -98,6 +102,9 @@ class BrokerConfig:
             raise ValueError(f"max_packet_size {self.max_packet_size} is out of range")
         if self.max_keep_alive is not None and not 1 <= self.max_keep_alive <= 65535:
             raise ValueError(f"max_keep_alive must be 1..65535, not {self.max_keep_alive}")
+        if not 0 <= self.linger_timeout < math.inf:
+            raise ValueError(f"linger_timeout must be 0 or more seconds, not "
+                             f"{self.linger_timeout}")
 
 
 @dataclass(eq=False, slots=True)
@@ -171,20 +178,34 @@ _CLOSED = ConnectionState.CLOSED
 
 class Outgoing:
     """What one connection has to send: ``data`` to write, then close the socket if
-    ``close``.  Unpacks as ``(connection, data, close)``."""
+    ``close``.  Unpacks as ``(connection, data, close)``.
 
-    __slots__ = ("connection", "data", "close")
+    ``linger`` (seconds, with ``close``; 0.0 otherwise): how to close.  0.0: close at
+    once (the client closed first: its DISCONNECT, or the network).  More: the server is
+    closing while the client may still be writing, so close the way careful servers do
+    (a lingering close): write ``data``, shut the socket's write side (a half-close:
+    ``shutdown(SHUT_WR)``, asyncio's ``transport.write_eof()``), read and discard until
+    the client closes or ``linger`` seconds pass, then close.  Closed at once with
+    unread input, or when input reaches it afterwards, a socket makes the TCP stack
+    send a reset (RST): the client's sends fail and it may never read the DISCONNECT
+    reason code or the refusing CONNACK written last."""
 
-    def __init__(self, connection: ServerConnection, data: bytes, close: bool) -> None:
+    __slots__ = ("connection", "data", "close", "linger")
+
+    def __init__(self, connection: ServerConnection, data: bytes, close: bool,
+                 linger: float = 0.0) -> None:
         self.connection = connection
         self.data = data
         self.close = close
+        self.linger = linger
 
     def __iter__(self) -> Any:
         return iter((self.connection, self.data, self.close))
 
     def __repr__(self) -> str:
-        return f"Outgoing({self.connection!r}, {len(self.data)} bytes, close={self.close})"
+        linger = f", linger={self.linger}" if self.linger else ""
+        return (f"Outgoing({self.connection!r}, {len(self.data)} bytes, close={self.close}"
+                f"{linger})")
 
 
 class Broker:
@@ -198,7 +219,8 @@ class Broker:
         events = conn.receive_data(data, now)          # bytes read from its socket
         for out in broker.outgoing():                  # every connection with output
             write(out.connection, out.data)
-            if out.close: close(out.connection)
+            if out.close:                              # after lingering out.linger
+                close(out.connection, out.linger)      # seconds: see Outgoing
         when = broker.next_deadline()                  # call broker.tick(now) then
         events = broker.tick(now)
 
@@ -243,7 +265,7 @@ class Broker:
         for conn in dirty:
             data = conn._take_output()
             if data or conn.closed:
-                out.append(Outgoing(conn, data, conn.closed))
+                out.append(Outgoing(conn, data, conn.closed, conn.linger))
         return out
 
     def _mark(self, conn: ServerConnection) -> None:
@@ -434,7 +456,8 @@ class ServerConnection:
     Feed it what the socket reads (``receive_data``) or decoded packets
     (``receive_packet``); tell it when the socket closed (``connection_lost``).  What it
     has to send accumulates until ``data_to_send()`` (or ``Broker.outgoing()``) takes it.
-    Once ``closed``, write what is left and close the socket; later input is ignored
+    Once ``closed``, write what is left and close the socket, after lingering for
+    ``linger`` seconds when that is not 0 (see ``Outgoing``); later input is ignored
     (3.1.1 [MQTT-3.1.4-5], 5.0 [MQTT-3.1.4-6]).
     """
 
@@ -461,6 +484,9 @@ class ServerConnection:
         self._aliases_in = InboundAliases(0)
         self._aliases_out = OutboundAliases(0)
         self._output: list[bytes] = []
+        #: Once closed: seconds to linger before closing the socket (``Outgoing.linger``);
+        #: 0.0 when the client closed first.
+        self.linger = 0.0
 
     def __repr__(self) -> str:
         who = f" {self.client_id!r}" if self.client_id is not None else ""
@@ -574,10 +600,12 @@ class ServerConnection:
             sent = reason_code if self._send(self.codec.Disconnect(reason_code=reason_code)) \
                 else None
         self.state = ConnectionState.CLOSED
+        # The server closing first lingers: the client may still be writing (see Outgoing).
+        self.linger = 0.0 if by_client else self.broker.config.linger_timeout
         self.broker._mark(self)
         self.broker._timers.cancel(("conn", self))
         self.broker._events.append(ConnectionClosed(
-            self, self.client_id, reason, sent, error, by_client))
+            self, self.client_id, reason, sent, error, by_client, self.linger))
         session = self.session
         if session is None or session.connection is not self:
             return

@@ -87,6 +87,8 @@ class Subscriber:
         self._sock: socket.socket | None = None
         self._ready = threading.Event()  # subscribed, or failed
         self._stop = False
+        #: Disconnected.linger of the session's end (0.0 until it ended).
+        self._linger = 0.0
         self._thread = threading.Thread(target=self._run, name="mqttwire-subscriber",
                                         daemon=True)
         self._matchers = [(f, _plain_filter(f)) for f, _ in self.filters]
@@ -138,16 +140,19 @@ class Subscriber:
 
     def close(self) -> None:
         """Disconnect (DISCONNECT, the session kept by the broker for its expiry) and
-        stop the thread."""
+        stop the thread; the socket closes after lingering as the session says."""
         self._stop = True
         with self._lock:
             if self.session.connected and self._sock is not None:
-                self.session.disconnect(time.monotonic())
+                for event in self.session.disconnect(time.monotonic()):
+                    self._event(event, time.monotonic())  # its Disconnected: the linger
                 self._flush()
         if self._thread.is_alive():
             self._thread.join(5)
-        if self._sock is not None:
-            self._sock.close()
+        with self._lock:
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            _close(sock, self._linger)
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -207,6 +212,13 @@ class Subscriber:
                 for event in events:
                     self._event(event, now)
                 self._flush()
+        if self._linger and not self._stop:
+            # The session ended the connection (its DISCONNECT for the broker's protocol
+            # violation, a keep-alive timeout): close now, lingering, as close() would.
+            with self._lock:
+                sock, self._sock = self._sock, None
+            if sock is not None:
+                _close(sock, self._linger)
 
     def _event(self, event: Any, now: float) -> None:
         """Handle one session event (under the lock)."""
@@ -237,7 +249,10 @@ class Subscriber:
             self._fail(SubscriberError(
                 f"the broker at {self.host}:{self.port} refused the connection "
                 f"(CONNACK reason code 0x{event.reason_code:02X})", event.reason_code))
-        elif isinstance(event, Disconnected) and not self._stop:
+        elif isinstance(event, Disconnected):
+            self._linger = event.linger
+            if self._stop:
+                return
             why = event.reason
             if event.error is not None and str(event.error) not in why:
                 why = f"{why}: {event.error}"
@@ -245,3 +260,24 @@ class Subscriber:
                 why = f"{why} (reason code 0x{event.reason_code:02X})"
             self._fail(SubscriberError(f"connection to {self.host}:{self.port} ended: {why}",
                                        event.reason_code))
+
+
+def _close(sock: socket.socket, linger: float) -> None:
+    """Close the socket, lingering first when ``linger`` says so (the session's
+    ``Disconnected.linger``): the broker may still be sending (messages, while it has not
+    read our DISCONNECT), and a socket closed with unread input answers with a TCP
+    reset, on which a broker can drop the connection before it reads the DISCONNECT
+    (Mosquitto then reports the client "closed its connection" and publishes its will).
+    So shut the write side, read and discard until the broker closes or ``linger``
+    seconds pass, then close."""
+    if linger:
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + linger
+            while (left := deadline - time.monotonic()) > 0:
+                readable, _, _ = select.select([sock], [], [], left)
+                if readable and not sock.recv(1 << 16):
+                    break  # the broker closed its side
+        except OSError:
+            pass  # reset or gone already: nothing to wait for
+    sock.close()

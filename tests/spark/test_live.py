@@ -752,3 +752,56 @@ def test_filesystem_checkpoints_leave_the_default_without_the_class(
     monkeypatch.setattr(live, "_FILESYSTEM_MANAGERS", ("org.example.NoSuchManager",))
     assert live.use_filesystem_checkpoints(spark) is False
     assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass", None) is None
+
+
+# ---------------------------------------------------------------------------------------
+# examples/live_to_parquet.py stopped with Ctrl-C
+
+EXAMPLE = REPO / "examples" / "live_to_parquet.py"
+#: A Java stack frame line of a logged exception ("\tat org.apache.spark...(File.scala:1)").
+JAVA_FRAME = re.compile(r"^\s+at [\w$.<>]+\(", re.M)
+
+
+@ONCE
+def test_the_example_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    """The example run as a user runs it, with messages arriving: Ctrl-C (SIGINT to its
+    process group, as a terminal sends it, the JVM included) once rows are written stops
+    the query after its batch, says so on stderr and exits with status 130, with no
+    Python traceback (pyspark's own handler raised KeyboardInterrupt inside a py4j call,
+    and py4j printed its tracebacks) and no Java stack trace.  (Whether the source sends
+    DISCONNECT is Spark's to decide: stopping a query, it may end the source's Python
+    process before the reader's stop() runs.)"""
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    err = tmp_path / "stderr.txt"
+    env = dict(os.environ, SPARK_LOCAL_IP=HOST, PYSPARK_PYTHON=sys.executable)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    with mosquitto(tmp_path) as broker:
+        publisher = Publisher(broker, 5)
+        thread = threading.Thread(target=publisher.run, args=(100_000, 50))
+        with err.open("w") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, str(EXAMPLE), broker.url, "live/5/#", str(out),
+                 str(checkpoint), "--client-id", "ctrl-c", "--qos", "1",
+                 "--trigger", "250 milliseconds"],
+                stdout=subprocess.DEVNULL, stderr=stderr, env=env, start_new_session=True)
+        try:
+            thread.start()
+            deadline = time.monotonic() + 90  # the Spark start, then the first batches
+            while len(rows(out)) < 20:
+                assert time.monotonic() < deadline and proc.poll() is None, (
+                    err.read_text(errors="replace")[-3000:])
+                time.sleep(0.2)
+            os.killpg(proc.pid, signal.SIGINT)
+            status = proc.wait(60)
+        finally:
+            publisher.stop.set()
+            thread.join(TIMEOUT)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        said = err.read_text(errors="replace")
+        assert status == 130, said[-3000:]
+        assert "live_to_parquet: interrupted: stopping the query after its current batch" in said
+        assert "live_to_parquet: query stopped; run again with the same checkpoint" in said
+        assert "Traceback" not in said and "KeyboardInterrupt" not in said, said[-5000:]
+        assert not JAVA_FRAME.search(said), said[-5000:]
+    assert rows(out)
