@@ -20,13 +20,15 @@ from typing import TYPE_CHECKING, Any
 from .figures import ERRORS_COLUMNS, TOP
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from .figures import ArrowFigures, SparkFigures
     from .inputs import CaptureFile, Skipped
 
     Figures = ArrowFigures | SparkFigures
 
-__all__ = ["ROUND_WIDTHS", "Report", "duration_text", "markdown_table", "rate_buckets",
-           "write_summary"]
+__all__ = ["ROUND_WIDTHS", "Report", "count", "duration_text", "markdown_table",
+           "rate_buckets", "rate_figure", "write_summary"]
 
 CHART_BUCKETS = 100  # bars of the message-rate chart, at most
 SKIPPED_SHOWN = 100  # files skipped in the input folders, named in the summary at most
@@ -80,26 +82,47 @@ def duration_text(us: int) -> str:
     return f"{us} us"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun, singular or plural as ``n`` asks: "1 file", "3 files"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def _connections_text(total: int, joined: dict[str | None, int], websocket: int = 0) -> str:
     """How many connections there were (``websocket`` of them MQTT over WebSocket), how
     many were joined mid-stream (no CONNECT in the capture), and how their protocol
     levels were known (``joined``: counts by the connections table's
     ``version_source``)."""
-    text = f"{total} MQTT connection(s)"
+    if not total:
+        return "No MQTT connection in the captures."
+    text = count(total, "MQTT connection")
     if websocket:
         text += f" ({websocket} over WebSocket)"
     n = sum(joined.values())
     if not n:
-        return text + "; the CONNECT of every one is in the capture."
-    how = {"inferred": "level inferred from their traffic",
-           "default": "3.1.1 assumed, their traffic fitting 3.1.1 and 5.0 alike (PINGs only, "
-                      "say)",
-           "option": "level given by --assume-version",
-           None: "level unknown"}
-    detail = "; ".join(f"{count}: {how.get(source, source)}"
-                       for source, count in sorted(joined.items(), key=lambda kv: str(kv[0])))
-    return (f"{text}; {n} joined mid-stream (their CONNECT is not in the capture: they "
-            f"were open when it began, or the CONNECT was lost): {detail}.")
+        return text + ("; its CONNECT is in the capture." if total == 1
+                       else "; the CONNECT of each is in the captures.")
+    if total == 1:
+        who = "it joined mid-stream (its CONNECT is not in the capture: it was open when "
+        who += "the capture began, or the CONNECT was lost)"
+    else:
+        who = "all of them" if n == total else str(n)
+        who += (" joined mid-stream (no CONNECT of theirs in the captures: open when a "
+                "capture began, or the CONNECT was lost)")
+
+    def how(source: str | None, k: int) -> str:
+        its = "its" if k == 1 else "their"
+        if source == "inferred":
+            return f"the level of {k} inferred from {its} traffic"
+        if source == "default":
+            return (f"3.1.1 assumed for {k}, {its} traffic fitting 3.1.1 and 5.0 alike (PINGs "
+                    "only, say)")
+        if source == "option":
+            return f"the level of {k} given by --assume-version"
+        return f"the level of {k} unknown" if source is None else f"{k}: {source}"
+
+    detail = "; ".join(how(source, k) for source, k
+                       in sorted(joined.items(), key=lambda kv: str(kv[0])))
+    return f"{text}; {who}: {detail}."
 
 
 def _all_complete_text(any_exchange: bool) -> str:
@@ -125,11 +148,14 @@ def _retained_text(topics: int, sent: int) -> str:
         return ("No client sent a PUBLISH with the RETAIN flag set, so the retained table "
                 "is empty: it holds what a broker would keep after the captures.")
     if not topics:
-        return (f"{sent} retained PUBLISH packet(s) from clients, each topic cleared "
+        each = "its topic" if sent == 1 else "each topic"
+        return (f"{count(sent, 'retained PUBLISH packet')} from clients, {each} cleared "
                 "again by a retained PUBLISH with an empty payload: the retained table, "
                 "what a broker keeps after the captures, is empty.")
-    return (f"{sent} retained PUBLISH packet(s) from clients; at the end of the captures "
-            f"{topics} topic(s) hold a retained message (the retained table).")
+    hold = "holds" if topics == 1 else "hold"
+    return (f"{count(sent, 'retained PUBLISH packet')} from clients; at the end of the "
+            f"captures {count(topics, 'topic')} {hold} a retained message (the retained "
+            "table).")
 
 
 def _together(jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
@@ -167,11 +193,12 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
     counts = dict(counts, errors=sum(by_kind.values()))
 
     parts = ["# mqttwire pipeline summary", ""]
-    parts += [f"Inputs: {len(files)} capture file(s); output: `{options.out}`.", ""]
+    parts += [f"Inputs: {count(len(files), 'capture file')}; output: `{options.out}`.", ""]
     if skipped:
         shown = [[s.name, s.reason] for s in skipped[:SKIPPED_SHOWN]]
         more = len(skipped) - len(shown)
-        parts += [f"{len(skipped)} file(s) in the input folders are not captures (by their "
+        are = "is not a capture" if len(skipped) == 1 else "are not captures"
+        parts += [f"{count(len(skipped), 'file')} in the input folders {are} (by their "
                   "first bytes) and were skipped" + (f"; the first {len(shown)}:" if more
                                                       else ":"), "",
                   markdown_table(["file", "why"], shown), ""]
@@ -232,8 +259,9 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
                                    _ms(r["max_ms"])] for r in exchanges]), ""]
     if n_unfinished:
         unfinished = later["unfinished"]
-        parts += [f"{n_unfinished} exchange(s) did not complete; the first "
-                  f"{len(unfinished)}:", "",
+        first_few = (f"; the first {len(unfinished)}" if len(unfinished) < n_unfinished
+                     else "")
+        parts += [f"{count(n_unfinished, 'exchange')} did not complete{first_few}:", "",
                   markdown_table(["capture", "connection", "client id", "direction", "topic",
                                   "QoS", "packet id", "status", "ack reason", "last step"],
                                  [[r["capture"], r["connection_id"], r["client_id"],
@@ -282,39 +310,56 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
 
 
 def _rate_chart(counts: list[Any], directory: str, lo: int, hi: int, width: int) -> str:
-    """Plot PUBLISH packets over time (published and delivered) between the times ``lo``
-    and ``hi`` (microseconds), ``counts`` per bucket of ``width`` (the figures'
-    ``rate``); return the PNG's path.  Buckets of a second or more are shown as packets per second;
-    shorter ones as packets per bucket, since a rate scaled up from a few packets in a
-    millisecond would mislead."""
+    """Plot PUBLISH packets over time (:func:`rate_figure`); return the PNG's path."""
+    path = os.path.join(directory, "message_rate.png")
+    rate_figure(counts, lo, hi, width).savefig(path, format="png")
+    return path
+
+
+def rate_figure(counts: list[Any], lo: int, hi: int, width: int) -> Figure:
+    """PUBLISH packets over time (published and delivered) between the times ``lo`` and
+    ``hi`` (microseconds, the first and last message), ``counts`` per bucket of ``width``
+    (the figures' ``rate``).  Buckets of a second or more are shown as packets per
+    second; shorter ones as packets per bucket, since a rate scaled up from a few packets
+    in a millisecond would mislead.
+
+    The rate axis starts at 0, so that a dip reads as its true size.  The last bucket
+    ends at the last message, not a bucket's width later: drawn as a whole bucket it
+    would show a drop that is only the captures ending, so it is left out, and the axis
+    label says so, unless it is full or the only one."""
     # A bare Figure, not pyplot: no display and no global backend is touched; savefig
     # renders PNG with Agg.
     from matplotlib.figure import Figure
 
     n = (hi - lo) // width + 1
+    last = hi - lo + 1 - (n - 1) * width  # microseconds of the last bucket in the span
+    shown = n - 1 if n > 1 and last < width else n
     seconds = width / 1e6
     per_second = width >= 1_000_000
     scale = seconds if per_second else 1.0
-    x = [i * seconds for i in range(n + 1)]
+    x = [i * seconds for i in range(shown + 1)]
     fig = Figure(figsize=(9, 4), dpi=100)
     ax = fig.subplots()
     for direction, label in (("c2s", "published (client to server)"),
                              ("s2c", "delivered (server to client)")):
-        series = [0.0] * (n + 1)  # the last value closes the last bucket's step
+        series = [0.0] * (shown + 1)  # the last value closes the last bucket's step
         for r in counts:
-            if r["direction"] == direction:
+            if r["direction"] == direction and r["bucket"] < shown:
                 series[r["bucket"]] = r["count"] / scale
-        series[n] = series[n - 1]
+        series[shown] = series[shown - 1]
         ax.step(x, series, where="post", label=label)
-    ax.set_xlabel(f"seconds since the first message (buckets of {duration_text(width)})")
+    ax.set_ylim(bottom=0)
+    xlabel = f"seconds since the first message (buckets of {duration_text(width)})"
+    if shown < n:
+        xlabel += (f"; the last, partial bucket ({duration_text(last)} up to the last "
+                   "message) left out")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("PUBLISH packets per second" if per_second
                   else f"PUBLISH packets per {duration_text(width)}")
     ax.set_title("Message rate")
     ax.legend()
     fig.tight_layout()
-    path = os.path.join(directory, "message_rate.png")
-    fig.savefig(path, format="png")
-    return path
+    return fig
 
 
 def _table_order(item: Sequence[Any]) -> int:

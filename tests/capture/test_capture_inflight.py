@@ -181,6 +181,6 @@ def test_pipeline_on_exchanges_in_flight(inflight: InFlight, tmp_path: Path) -> 
     assert sum(c["unmatched_acks"] for c in connections) == unmatched
     summary = (out / "summary.md").read_text()
     left = sum(s == "incomplete" for s in status.values())
-    assert f"{left} exchange(s) did not complete" in summary
+    assert f"{left} exchange{'' if left == 1 else 's'} did not complete" in summary
     if unmatched:
         assert f"{unmatched} acknowledgement" in summary

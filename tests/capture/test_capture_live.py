@@ -338,7 +338,7 @@ def test_joined_capture_pipeline(joined: Joined, tmp_path: Path) -> None:
                   for c in connections) == sorted(
         [(4, "inferred", True)] * 2 + [(5, "inferred", True)] * 2 + [(4, "default", True)])
     summary = (out / "summary.md").read_text()
-    assert ("5 MQTT connection(s); 5 joined mid-stream (their CONNECT is not in the "
-            "capture: they were open when it began, or the CONNECT was lost): 1: 3.1.1 "
-            "assumed, their traffic fitting 3.1.1 and 5.0 alike (PINGs only, say); 4: level "
-            "inferred from their traffic.") in summary
+    assert ("5 MQTT connections; all of them joined mid-stream (no CONNECT of theirs in "
+            "the captures: open when a capture began, or the CONNECT was lost): 3.1.1 "
+            "assumed for 1, its traffic fitting 3.1.1 and 5.0 alike (PINGs only, say); the "
+            "level of 4 inferred from their traffic.") in summary

@@ -587,7 +587,7 @@ def test_pipeline_summary_names_the_sets(pipeline_runs: PipelineRuns) -> None:
             + ", ".join(f.name for f in cut)) in summary
     a, b = pipeline_runs.overlap
     assert f"- {b.name} begins before the end of {a.name} (they overlap in time" in summary
-    assert f"Inputs: {len(cut) + 1 + 2} capture file(s)" in summary
+    assert f"Inputs: {len(cut) + 1 + 2} capture files" in summary
 
 
 @pytest.mark.spark

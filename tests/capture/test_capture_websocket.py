@@ -827,4 +827,4 @@ def test_real_capture_pipeline(real: RealSession, tmp_path: Path) -> None:
     connections = ds.dataset(out / "connections", format="parquet").to_table().to_pylist()
     assert sorted((c["client_id"], c["transport"]) for c in connections) == [
         (PUB, "websocket"), (SUB, "websocket")]
-    assert "2 MQTT connection(s) (2 over WebSocket)" in (out / "summary.md").read_text()
+    assert "2 MQTT connections (2 over WebSocket)" in (out / "summary.md").read_text()

@@ -127,7 +127,7 @@ def test_pipeline_and_dissect_on_a_folder(tmp_path: Path) -> None:
     assert all(i.startswith(f"{r['capture']}#") for i, r in zip(ids, connections))
 
     summary = (out / "summary.md").read_text()
-    assert "5 file(s) in the input folders are not captures" in summary
+    assert "5 files in the input folders are not captures" in summary
     assert "| dir/README.md | not a pcap or pcapng file (magic 23204361) |" in summary
     assert "| dir/empty.pcap | empty file |" in summary
     for name, why in FAILURES.items():

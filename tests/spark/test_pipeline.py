@@ -181,8 +181,8 @@ def test_result_and_summary(local_run) -> None:
     assert "message_rate.png" in text
     # t/a set and cleared, t/r twice (alpha, beta), g/x: five retained PUBLISHes from
     # clients; t/r and g/x hold a message at the end.
-    assert ("5 retained PUBLISH packet(s) from clients; at the end of the captures 2 "
-            "topic(s) hold a retained message") in text
+    assert ("5 retained PUBLISH packets from clients; at the end of the captures 2 "
+            "topics hold a retained message") in text
 
 
 def test_read_tables_are_the_written_tables_with_whole_payloads(local_run) -> None:

@@ -195,10 +195,34 @@ def test_summary_sentences_for_empty_sections() -> None:
     assert "completed" not in _all_complete_text(False)
     assert _all_complete_text(False).startswith("No PUBLISH at QoS 1 or 2")
     assert _retained_text(0, 0).startswith("No client sent a PUBLISH with the RETAIN flag")
-    assert _retained_text(0, 2).startswith("2 retained PUBLISH packet(s) from clients, each "
+    assert _retained_text(0, 2).startswith("2 retained PUBLISH packets from clients, each "
                                            "topic cleared again")
-    assert _retained_text(1, 3).startswith("3 retained PUBLISH packet(s) from clients; at the "
-                                           "end of the captures 1 topic(s) hold")
+    assert _retained_text(0, 1).startswith("1 retained PUBLISH packet from clients, its "
+                                           "topic cleared again")
+    assert _retained_text(1, 3).startswith("3 retained PUBLISH packets from clients; at the "
+                                           "end of the captures 1 topic holds")
+    assert _retained_text(2, 3).startswith("3 retained PUBLISH packets from clients; at the "
+                                           "end of the captures 2 topics hold")
+
+
+def test_summary_connections_with_none_one_and_many() -> None:
+    # Each sentence read with zero, one and many of each thing.
+    from mqttwire.spark.report import _connections_text, count
+
+    assert (count(0, "file"), count(1, "file"), count(2, "file")) == (
+        "0 files", "1 file", "2 files")
+    assert _connections_text(0, {}) == "No MQTT connection in the captures."
+    assert _connections_text(1, {}) == "1 MQTT connection; its CONNECT is in the capture."
+    assert _connections_text(1, {"inferred": 1}) == (
+        "1 MQTT connection; it joined mid-stream (its CONNECT is not in the capture: it was "
+        "open when the capture began, or the CONNECT was lost): the level of 1 inferred "
+        "from its traffic.")
+    assert _connections_text(3, {"option": 2}) == (
+        "3 MQTT connections; 2 joined mid-stream (no CONNECT of theirs in the captures: "
+        "open when a capture began, or the CONNECT was lost): the level of 2 given by "
+        "--assume-version.")
+    assert _connections_text(2, {"inferred": 2}).startswith(
+        "2 MQTT connections; all of them joined mid-stream")
 
 
 @pytest.mark.spark  # needs pyarrow
@@ -289,8 +313,29 @@ def test_summary_counts_websocket_connections() -> None:
     from mqttwire.spark.report import _connections_text
 
     assert _connections_text(3, {}) == (
-        "3 MQTT connection(s); the CONNECT of every one is in the capture.")
+        "3 MQTT connections; the CONNECT of each is in the captures.")
     assert _connections_text(3, {}, 2) == (
-        "3 MQTT connection(s) (2 over WebSocket); the CONNECT of every one is in the capture.")
+        "3 MQTT connections (2 over WebSocket); the CONNECT of each is in the captures.")
     assert _connections_text(3, {"inferred": 1}, 1).startswith(
-        "3 MQTT connection(s) (1 over WebSocket); 1 joined mid-stream")
+        "3 MQTT connections (1 over WebSocket); 1 joined mid-stream")
+
+
+@pytest.mark.spark  # needs matplotlib
+def test_rate_chart_starts_at_zero_and_leaves_out_a_partial_last_bucket() -> None:
+    # 450 s of messages in 5 s buckets: the 90th bucket holds 1 s of them only (the
+    # captures end), so it is left out rather than drawn as a drop; the axis starts at 0
+    # although no bucket is below 95 a second.
+    from mqttwire.spark.report import rate_figure
+
+    counts = [{"direction": "c2s", "bucket": b, "count": 500 if b < 89 else 100}
+              for b in range(90)]
+    fig = rate_figure(counts, 0, 445_999_999, 5_000_000)
+    ax = fig.axes[0]
+    assert ax.get_ylim()[0] == 0
+    xs, ys = ax.lines[0].get_data()
+    assert (xs[-1], min(ys)) == (445.0, 100.0)  # 89 full buckets, 100 a second each
+    assert "the last, partial bucket (1 s up to the last message) left out" in ax.get_xlabel()
+    # A full last bucket, or a single one, is drawn.
+    for chart_counts, hi, end in ((counts, 449_999_999, 450.0), (counts[:1], 999_999, 5.0)):
+        line = rate_figure(chart_counts, 0, hi, 5_000_000).axes[0].lines[0]
+        assert line.get_data()[0][-1] == end
