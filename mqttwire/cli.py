@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor-memory", type=_memory, metavar="SIZE",
                    help="heap of each executor on a cluster (spark.executor.memory), e.g. "
                    "2g (default: Spark's, 1g); no effect with local[N]")
+    p.add_argument("--verbose", action="store_true",
+                   help="when the run fails, show the whole Python (and Java) trace; "
+                   "without it, the cause in one line")
 
     sub.add_parser("bench", help="run the benchmarks (pytest-benchmark)",
                    usage="mqttwire bench [PYTEST-ARGS...]",
@@ -383,7 +386,16 @@ def _pipeline(args: argparse.Namespace) -> int:
                   "`pip install 'mqttwire[spark]'`", file=sys.stderr)
             return 2
     from .spark import run_pipeline
+    from .spark.session import MasterError, check_master
 
+    # What can be checked before Spark starts: a master URL of no known form, or a
+    # standalone master where nothing answers (Spark would retry for a minute and print
+    # hundreds of lines of traces).
+    try:
+        check_master(args.master)
+    except MasterError as exc:
+        print(f"mqttwire pipeline: --master {exc}", file=sys.stderr)
+        return 1
     options = PipelineOptions(
         inputs=args.inputs, out=args.out, master=args.master, ports=args.ports or (1883,),
         payload_limit=args.payload_limit, version=args.assume_version, reader=args.reader,
@@ -393,7 +405,14 @@ def _pipeline(args: argparse.Namespace) -> int:
         executor_memory=args.executor_memory, jvm_cache=args.jvm_cache, group=args.group)
     if args.share_size is not None:
         options.share_size = args.share_size or None
-    result = run_pipeline(options)
+    try:
+        result = run_pipeline(options)
+    except Exception as exc:  # noqa: BLE001  # any failure of the run, said in one line
+        if args.verbose:
+            raise
+        print(f"mqttwire pipeline: failed: {_cause(exc)} (--verbose shows the trace)",
+              file=sys.stderr)
+        return 1
     # EXIT_STATUS: each input not read to its end, named with why (the summary and the
     # errors table have them too), then 1.
     for name in result.bad_captures:
@@ -406,6 +425,15 @@ def _pipeline(args: argparse.Namespace) -> int:
               "before each fault", file=sys.stderr)
         return 1
     return 0
+
+
+def _cause(exc: BaseException) -> str:
+    """The first line of what went wrong: for a Java exception raised through py4j, the
+    Java exception's own message rather than py4j's wrapping of it."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first or type(exc).__name__
 
 
 def _bench(args: argparse.Namespace, pytest_args: list[str]) -> int:

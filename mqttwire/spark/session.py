@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,8 +24,9 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-__all__ = ["ClassArchive", "JavaMissing", "default_master", "find_java", "is_on_this_host",
-           "make_context", "make_session", "under_spark_submit"]
+__all__ = ["ClassArchive", "JavaMissing", "MasterError", "check_master",
+           "default_master", "find_java", "is_on_this_host", "make_context",
+           "make_session", "under_spark_submit"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -73,6 +76,42 @@ def is_on_this_host(master: str | None) -> bool:
         return True
     host = urlsplit(master).hostname or ""
     return host in ("127.0.0.1", "localhost", "::1")
+
+
+class MasterError(ValueError):
+    """A Spark master URL that cannot work, found before Spark starts (:func:`check_master`)."""
+
+
+#: The master URLs Spark takes (Spark's "Master URLs" in its submitting-applications
+#: guide): local, local[N], local[*], local[N,F], local[*,F], local-cluster[N,C,M],
+#: spark://HOST:PORT[,HOST:PORT...], yarn, k8s://...
+_LOCAL = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]")
+
+
+def check_master(master: str | None, timeout: float = 3.0) -> None:
+    """Raise :class:`MasterError`, in one line, for a master URL Spark could not use: one
+    of no form Spark knows, or a standalone master (spark://) where nothing answers on
+    any of its host:port pairs within ``timeout`` seconds.  Spark itself would take a
+    minute of retries and some hundred lines of traces to say the same.  None (spark-
+    submit's master) and the forms this cannot check (yarn, k8s://) pass."""
+    if master is None or _LOCAL.fullmatch(master) or master == "yarn" \
+            or master.startswith("k8s://"):
+        return
+    if not master.startswith("spark://"):
+        raise MasterError(f"{master}: not a Spark master URL (local[N], spark://HOST:PORT, "
+                          "yarn or k8s://...)")
+    problems = []
+    for pair in master[len("spark://"):].split(","):
+        host, _, port = pair.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise MasterError(f"{master}: not a Spark master URL ({pair!r} is not "
+                              "HOST:PORT)")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout):
+                return  # something listens: Spark says the rest if it is no master
+        except OSError as exc:
+            problems.append(f"{pair}: {exc.strerror or exc}")
+    raise MasterError(f"{master}: no Spark master answers ({'; '.join(problems)})")
 
 
 def make_session(master: str | None = "local[*]", *, app_name: str = "mqttwire-pipeline",

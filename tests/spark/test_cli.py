@@ -403,3 +403,57 @@ def test_pipeline_rejects_a_share_size_that_is_no_size(
         main(["pipeline", "x.pcap", "--out", "o", "--share-size", "big"])
     assert exc.value.code == 2
     assert "argument --share-size: not a size" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.spark  # the command checks for Java and the spark extra first
+@pytest.mark.parametrize("master, said", [
+    ("spark://127.0.0.1:{port}", "spark://127.0.0.1:{port}: no Spark master answers "
+                                 "(127.0.0.1:{port}: Connection refused)"),
+    ("bogus://x", "bogus://x: not a Spark master URL"),
+    ("local[x]", "local[x]: not a Spark master URL"),
+    ("spark://127.0.0.1", "spark://127.0.0.1: not a Spark master URL ('127.0.0.1' is not "
+                          "HOST:PORT)"),
+])
+def test_a_master_that_cannot_work_is_one_line_before_spark_starts(
+        tmp_path: Path, master: str, said: str) -> None:
+    """Run as a user runs it: a master URL of no form Spark knows, or a standalone master
+    where nothing listens, is said in one line on stderr with exit status 1, before
+    Spark starts (Spark itself retried for a minute and printed some 200 lines)."""
+    port = _free_port()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mqttwire", "pipeline", str(REPO / "examples" / "sample.pcapng"),
+         "--out", str(tmp_path / "out"), "--master", master.format(port=port)],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"mqttwire pipeline: --master {said.format(port=port)}")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.spark  # the command checks for Java and the spark extra first
+def test_a_failed_run_is_one_line_unless_verbose(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Any failure of the run: its cause in one line and exit status 1; --verbose raises
+    it with its trace."""
+    import mqttwire.spark
+
+    def fail(options: Any) -> None:
+        raise RuntimeError("Cannot call methods on a stopped SparkContext.\nmore lines")
+
+    monkeypatch.setattr(mqttwire.spark, "run_pipeline", fail)
+    args = ["pipeline", str(REPO / "examples" / "sample.pcapng"), "--out", "o",
+            "--master", "local[1]"]
+    assert main(args) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "mqttwire pipeline: failed: Cannot call methods on a stopped SparkContext. "
+        "(--verbose shows the trace)"]
+    with pytest.raises(RuntimeError, match="stopped SparkContext"):
+        main([*args, "--verbose"])
