@@ -646,7 +646,8 @@ class FileChain:
         rest = [name for name, _ in self.files[len(self.starts):]]
         if rest and not getattr(exc, "_set_noted", False):
             exc.args = (f"{exc.args[0]}; the set's reading stops there: "
-                        f"{len(rest)} later file(s) not read ({', '.join(rest)})",)
+                        f"{len(rest)} later file{'' if len(rest) == 1 else 's'} not read "
+                        f"({', '.join(rest)})",)
             exc._set_noted = True  # type: ignore[attr-defined]
         return exc
 
