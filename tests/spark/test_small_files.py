@@ -19,8 +19,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import _stage_tasks
-from spark_scenarios import capture_a, capture_b, capture_c, capture_mixed, read_rows
+from spark_scenarios import (
+    capture_a,
+    capture_b,
+    capture_c,
+    capture_mixed,
+    read_rows,
+    stage_tasks,
+)
 
 from mqttwire.spark.inputs import CaptureFile
 from mqttwire.spark.packing import Packing, parse_bytes
@@ -157,7 +163,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             before = set(tracker.getJobIdsForGroup())
             runs.results[run] = run_pipeline(options, spark=spark)
             runs.out[run] = out
-            runs.tasks[run] = _stage_tasks(tracker, set(tracker.getJobIdsForGroup()) - before)
+            runs.tasks[run] = stage_tasks(tracker, set(tracker.getJobIdsForGroup()) - before)
     finally:
         spark.stop()
     yield runs
