@@ -134,6 +134,8 @@ class PartFiles:
     def write(self, batches: Iterable[tuple[str, pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
         task = uuid.uuid4().hex  # one directory per task attempt: retries never collide
         parts: dict[tuple[str, str | None], _Part] = {}
+        #: The partition directory of each partitioned table's latest batch.
+        latest: dict[str, str] = {}
         # pyarrow encodes, compresses and writes without the GIL, so one thread writing
         # the row groups (in order: one thread) runs beside the decoding on a second core.
         pool = ThreadPoolExecutor(1, thread_name_prefix="mqttwire-parquet")
@@ -156,6 +158,15 @@ class PartFiles:
                     i = batch.schema.get_field_index(column)
                     directory = partition_dir(column, batch.column(i)[0].as_py())
                     batch = batch.remove_column(i)
+                    # A task that decodes several small captures (.packing) decodes them
+                    # one after the other: once the next begins, the last one's rows are
+                    # all there, so they are written now (a row group of their file)
+                    # rather than every capture's rows being held until the task ends.
+                    previous = latest.get(table)
+                    if previous is not None and previous != directory:
+                        done = parts[table, previous]
+                        write(done, done.take())
+                    latest[table] = directory
                 part = parts.get((table, directory))
                 if part is None:
                     name = f"part-{len(parts):05d}-{task}.snappy.parquet"

@@ -4,9 +4,12 @@ How it runs:
 
 1. The driver lists the inputs through Hadoop (:mod:`.inputs`); unreadable ones are kept,
    to be reported by name and to get an error row.
-2. Each capture file up to the split size is one Spark task; so is each *set* of files
-   that are pieces of one capture (a ring buffer, a split: :mod:`.sets`), its files read
-   in order as one capture (never in byte ranges).  The task decodes its file
+2. Each capture file up to the split size is one Spark task, but small files share
+   tasks, packed by size as Spark's file sources pack them (:mod:`.packing`), a task
+   decoding its files one after the other, each its own capture; each *set* of files
+   that are pieces of one capture (a ring buffer, a split: :mod:`.sets`) is a task of its
+   own, its files read in order as one capture (never in byte ranges).  The task
+   decodes its file
    with :func:`~.batches.decode_capture` inside ``mapInArrow`` and returns Arrow batches
    of every table: the packets and errors, and the connections, messages and retained
    messages derived from them in the same pass (all of an MQTT connection is in one
@@ -68,6 +71,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .inputs import CaptureFile, Skipped, list_inputs, local_path
@@ -78,6 +82,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from .batches import Batch, Decoding
+    from .packing import Packing
     from .session import ClassArchive
     from .shares import Share
     from .split import SplitRead
@@ -343,6 +348,14 @@ def _rdd_task(how: Decoding, counters: Counters, out: Output
     return task
 
 
+def _rdd_tasks(how: Decoding, counters: Counters, out: Output
+               ) -> Callable[[Iterable[list[Listed]]], Iterator[tuple[Any, ...]]]:
+    """:func:`_rdd_task` over a partition of tasks (:func:`_tasks`: one each partition),
+    each a list of listing rows."""
+    task = _rdd_task(how, counters, out)
+    return lambda tasks: task(chain.from_iterable(tasks))
+
+
 def _binary_task(names: dict[str, str], how: Decoding, counters: Counters,
                  out: Output) -> ArrowMap:
     """mapInArrow function over binaryFile's (path, content) rows."""
@@ -398,19 +411,18 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reade
     stream, binary = _plan(files, reader)
     parts: list[DataFrame] = []
     if stream:
-        # parallelize() with one slice per element gives each file its own partition,
-        # hence its own task.
-        rows = _listing(spark.sparkContext, stream, None)
-        rdd = spark.sparkContext.parallelize(rows, len(rows))
+        # parallelize() with one slice per element gives each task (a list of listing
+        # rows: small files packed together) its own partition.
+        sc = spark.sparkContext
+        tasks = _tasks(sc, stream, None, _packing(sc, spark))
+        rdd = sc.parallelize(tasks, len(tasks)).flatMap(lambda rows: rows)
         listing = spark.createDataFrame(
             rdd, "name string, path string, size long, problem string, share int, "
                  "shares int, parts string")
         parts.append(listing.mapInArrow(_stream_task(how, counters, out), schema))
     if binary:
-        # One file per partition: with the open cost as large as a whole partition,
-        # Spark's file packing never puts a second file next to the first.
-        spark.conf.set("spark.sql.files.openCostInBytes", str(128 << 20))
-        spark.conf.set("spark.sql.files.maxPartitionBytes", str(128 << 20))
+        # Spark packs small files into shared tasks by its own rule and settings, the
+        # ones the streaming reader follows (.packing); a task decodes each in turn.
         names = {f.uri: f.name for f in binary}
         raw = spark.read.format("binaryFile").load([f.uri for f in binary])
         parts.append(raw.select("path", "content").mapInArrow(
@@ -437,6 +449,49 @@ def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
         rows += [(f.name, local_path(f.uri), f.size, f.problem, index, count, parts)
                  for index in range(count)]
     return rows
+
+
+def _packing(sc: SparkContext, session: SparkSession | None) -> Packing:
+    """Spark's file packing settings (.packing): the session's SQL conf when there is a
+    session, else the context's conf (what spark-submit or the builder set)."""
+    from .packing import Packing
+
+    if session is not None:
+        conf = session.conf
+        return Packing.from_conf(lambda key: conf.get(key, None), sc.defaultParallelism)
+    spark_conf = sc.getConf()
+    return Packing.from_conf(lambda key: spark_conf.get(key), sc.defaultParallelism)
+
+
+def _packable(f: CaptureFile, share_size: int | None, cores: int) -> bool:
+    """Whether ``f`` may share a task with other files: a plain file read whole by one
+    task, or an input that cannot be read (its task only makes its error row).  A set
+    (.sets), a gzip file (its size says little of its decoding) and a file read in
+    shares (.shares) stay units of their own."""
+    from .sets import SetFile
+    from .shares import share_count
+
+    if f.problem is not None:
+        return True
+    return (not isinstance(f, SetFile) and not f.gzip
+            and share_count(f.size, share_size, cores) == 1)
+
+
+def _tasks(sc: SparkContext, stream: list[CaptureFile], share_size: int | None,
+           packing: Packing | None) -> list[list[Listed]]:
+    """The streaming reader's tasks, each a list of listing rows (:func:`_listing`): the
+    small files packed by ``packing`` (.packing; None: a task each), the others a task
+    each (a task per share); the largest tasks first, so that one big task does not
+    start last."""
+    if packing is None:
+        return [[row] for row in _listing(sc, stream, share_size)]
+    cores = sc.defaultParallelism
+    alone = [f for f in stream if not _packable(f, share_size, cores)]
+    tasks = [[row] for row in _listing(sc, alone, share_size)]
+    rows = _listing(sc, [f for f in stream if _packable(f, share_size, cores)], None)
+    tasks += [[rows[i] for i in task] for task in packing.pack([row[2] for row in rows])]
+    tasks.sort(key=lambda task: -sum(row[2] for row in task))  # stable
+    return tasks
 
 
 def _union(parts: list[DataFrame]) -> DataFrame:
@@ -607,6 +662,11 @@ class _Spark:
             self._session = SparkSession.builder.getOrCreate()  # on self.context
         return self._session
 
+    @property
+    def existing(self) -> SparkSession | None:
+        """The session if there is one already (without making one)."""
+        return self._session
+
     def stop(self) -> None:
         """Stop the session, if one was made, and the context."""
         if self._session is not None:
@@ -683,9 +743,10 @@ class _Plan:
         stream, binary = _plan(self.whole, self.reader)
         rows: list[tuple[Any, ...]] = []
         if stream:
-            listing = _listing(spark.context, stream, self.share_size)
-            rows += (spark.context.parallelize(listing, len(listing))
-                     .mapPartitions(_rdd_task(self.how, self.counters, out)).collect())
+            sc = spark.context
+            tasks = _tasks(sc, stream, self.share_size, _packing(sc, spark.existing))
+            rows += (sc.parallelize(tasks, len(tasks))
+                     .mapPartitions(_rdd_tasks(self.how, self.counters, out)).collect())
         if binary:
             rows += _decoded(spark.session, binary, self.how, self.reader, self.counters,
                              out, WRITTEN).collect()

@@ -21,6 +21,7 @@ from spark_scenarios import (
     capture_c,
     capture_mixed,
     comparable_rows,
+    stage_tasks,
 )
 
 NOT_A_CAPTURE = b"These are notes, not a capture.\n" * 4
@@ -149,7 +150,7 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
             run.results[reader] = run_pipeline(options, spark=spark)
             run.out[reader] = out
             if reader == "split":
-                run.split_tasks = _stage_tasks(
+                run.split_tasks = stage_tasks(
                     tracker, set(tracker.getJobIdsForGroup()) - jobs_before)
         for reader in ("stream", "split"):
             engines = figures_by_engine(spark, run.out[reader])
@@ -173,14 +174,6 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
     finally:
         spark.stop()
     yield run
-
-
-def _stage_tasks(tracker: Any, jobs: set[int]) -> list[int]:
-    """The number of tasks of each stage of Spark's ``jobs`` (StatusTracker's ids)."""
-    stages = {stage for job in jobs if (info := tracker.getJobInfo(job)) is not None
-              for stage in info.stageIds}
-    return [info.numTasks for stage in sorted(stages)
-            if (info := tracker.getStageInfo(stage)) is not None]
 
 
 def figures_by_engine(spark: Any, out: Path) -> dict[str, Any]:

@@ -349,3 +349,11 @@ def generated_capture(path: Path, size: int) -> Path:
     spec.loader.exec_module(make_capture)
     make_capture.write_capture(str(path), size)
     return path
+
+
+def stage_tasks(tracker: Any, jobs: set[int]) -> list[int]:
+    """The number of tasks of each stage of Spark's ``jobs`` (StatusTracker's ids)."""
+    stages = {stage for job in jobs if (info := tracker.getJobInfo(job)) is not None
+              for stage in info.stageIds}
+    return [info.numTasks for stage in sorted(stages)
+            if (info := tracker.getStageInfo(stage)) is not None]
