@@ -546,6 +546,7 @@ def _rows_of(rows: list[dict[str, Any]], capture: str) -> list[str]:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("run", ["tasks", "split", "shares"])
+@pytest.mark.once
 def test_pipeline_reads_a_set_as_its_merged_file(pipeline_runs: PipelineRuns, run: str) -> None:
     """Every table of a set is the merged file's, but for the capture's name; each
     packet's file is the one that holds its frame."""
@@ -582,6 +583,7 @@ def test_pipeline_reads_a_set_as_its_merged_file(pipeline_runs: PipelineRuns, ru
 
 
 @pytest.mark.spark
+@pytest.mark.once
 def test_pipeline_summary_names_the_sets(pipeline_runs: PipelineRuns) -> None:
     summary = pipeline_runs.summaries["tasks"]
     assert "## Capture sets" in summary
@@ -594,6 +596,7 @@ def test_pipeline_summary_names_the_sets(pipeline_runs: PipelineRuns) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.once
 def test_pipeline_group_never(pipeline_runs: PipelineRuns) -> None:
     assert pipeline_runs.never == sorted(f.name for f in pipeline_runs.cut)
 

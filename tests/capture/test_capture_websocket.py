@@ -801,6 +801,7 @@ def test_real_capture_offsets_point_at_frames(codec: ModuleType, real: RealSessi
 
 @pytest.mark.spark
 @pytest.mark.interop
+@pytest.mark.once
 def test_real_capture_pipeline(real: RealSession, tmp_path: Path) -> None:
     """`mqttwire pipeline` on a real WebSocket capture (local[1], a process of its own):
     every row says websocket, the packets are those read_capture gives, and summary.md

@@ -83,6 +83,7 @@ CAPTURES = ["dir/cut.pcapng", "dir/sample.pcapng", "dir/sub/b.pcap",
             "dir/sub/deeper/sample.pcapng.gz", "dir/sub/sample.pcapng", "docs", "notes.txt"]
 
 
+@pytest.mark.once
 def test_pipeline_and_dissect_on_a_folder(tmp_path: Path) -> None:
     inputs = _inputs(tmp_path)
     out = tmp_path / "out"
@@ -177,6 +178,7 @@ print(json.dumps([local, remote]))
 """
 
 
+@pytest.mark.once
 def test_listing_reads_remote_files_through_hadoop(tmp_path: Path) -> None:
     """The driver's look at each file (.inputs._look) through Hadoop's FileSystem, as for
     a remote folder, finds what Python's open finds."""

@@ -169,12 +169,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     yield runs
 
 
+@pytest.mark.once
 def test_a_task_per_file_when_the_limit_is_one_byte(runs: Runs) -> None:
     assert runs.tasks["per-file"] == [FILES]
     assert len(runs.results["per-file"].files) == FILES
 
 
 @pytest.mark.parametrize("run", ["tasks", "spark", "binaryfile"])
+@pytest.mark.once
 def test_small_files_share_tasks_and_give_the_same_tables(runs: Runs, run: str) -> None:
     # 200 files of a few kB, each counted with a 4 MiB open cost: 32 a task, 7 tasks.
     # The files' decoding is the run's first stage; but binaryFile's first is Spark
@@ -193,6 +195,7 @@ def test_small_files_share_tasks_and_give_the_same_tables(runs: Runs, run: str) 
             == b.summary_text.replace(str(whole), "OUT"))
 
 
+@pytest.mark.once
 def test_a_task_writes_a_capture_file_per_capture(runs: Runs) -> None:
     """The tasks that write the tables write each capture's packets when the next capture
     begins (not at the task's end): still one file per capture directory."""
