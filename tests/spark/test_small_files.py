@@ -3,7 +3,7 @@ file sources pack them, each still decoded as a capture of its own, so the table
 the ones of a task per file.
 
 The packing rule and the plan's units are checked without Spark; then one Spark session
-runs the pipeline over 200 small captures in a folder, once with a task per file (a
+runs the pipeline over 100 small captures in a folder, once with a task per file (a
 maxPartitionBytes of 1 byte) and packed through each way the tables are made (the tasks
 writing them, Spark writing them, the binaryFile reader), every table compared row for
 row, and the decoding tasks counted with Spark's StatusTracker.
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.spark
 
 MIB = 1 << 20
 #: The folder's captures: copies of the scenario captures under distinct names.
-FILES = 200
+FILES = 100  # the issue's 200 in benchmarks/capture.md; here half, for CI's time
 
 
 def test_spark_byte_strings() -> None:
@@ -178,11 +178,11 @@ def test_a_task_per_file_when_the_limit_is_one_byte(runs: Runs) -> None:
 @pytest.mark.parametrize("run", ["tasks", "spark", "binaryfile"])
 @pytest.mark.once
 def test_small_files_share_tasks_and_give_the_same_tables(runs: Runs, run: str) -> None:
-    # 200 files of a few kB, each counted with a 4 MiB open cost: 32 a task, 7 tasks.
+    # 100 files of a few kB, each counted with a 4 MiB open cost: 32 a task, 4 tasks.
     # The files' decoding is the run's first stage; but binaryFile's first is Spark
-    # listing the 200 paths (a parallel listing job, for over 32 paths).
+    # listing the 100 paths (a parallel listing job, for over 32 paths).
     stages = runs.tasks[run][1:] if run == "binaryfile" else runs.tasks[run]
-    assert stages[0] == 7, runs.tasks[run]
+    assert stages[0] == 4, runs.tasks[run]
     whole, packed = runs.out["per-file"], runs.out[run]
     for table in TABLE_NAMES:
         rows = read_rows(packed, table)
