@@ -324,36 +324,35 @@ def rate_figure(counts: list[Any], lo: int, hi: int, width: int) -> Figure:
     in a millisecond would mislead.
 
     The rate axis starts at 0, so that a dip reads as its true size.  The last bucket
-    ends at the last message, not a bucket's width later: drawn as a whole bucket it
-    would show a drop that is only the captures ending, so it is left out, and the axis
-    label says so, unless it is full or the only one."""
+    ends at the last message, not a bucket's width later: where it is shorter than the
+    others, it is drawn as wide as it is, on a shaded band that says it is partial, so
+    that its lower count does not read as a drop in the traffic."""
     # A bare Figure, not pyplot: no display and no global backend is touched; savefig
     # renders PNG with Agg.
     from matplotlib.figure import Figure
 
     n = (hi - lo) // width + 1
     last = hi - lo + 1 - (n - 1) * width  # microseconds of the last bucket in the span
-    shown = n - 1 if n > 1 and last < width else n
     seconds = width / 1e6
     per_second = width >= 1_000_000
     scale = seconds if per_second else 1.0
-    x = [i * seconds for i in range(shown + 1)]
+    x = [i * seconds for i in range(n)] + [((n - 1) * width + last) / 1e6]
     fig = Figure(figsize=(9, 4), dpi=100)
     ax = fig.subplots()
+    if n > 1 and last < width:
+        ax.axvspan(x[-2], x[-1], color="0.9", zorder=0,
+                   label=f"last bucket partial ({duration_text(last)} of "
+                   f"{duration_text(width)}): the captures end")
     for direction, label in (("c2s", "published (client to server)"),
                              ("s2c", "delivered (server to client)")):
-        series = [0.0] * (shown + 1)  # the last value closes the last bucket's step
+        series = [0.0] * (n + 1)  # the last value closes the last bucket's step
         for r in counts:
-            if r["direction"] == direction and r["bucket"] < shown:
+            if r["direction"] == direction:
                 series[r["bucket"]] = r["count"] / scale
-        series[shown] = series[shown - 1]
+        series[n] = series[n - 1]
         ax.step(x, series, where="post", label=label)
     ax.set_ylim(bottom=0)
-    xlabel = f"seconds since the first message (buckets of {duration_text(width)})"
-    if shown < n:
-        xlabel += (f"; the last, partial bucket ({duration_text(last)} up to the last "
-                   "message) left out")
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(f"seconds since the first message (buckets of {duration_text(width)})")
     ax.set_ylabel("PUBLISH packets per second" if per_second
                   else f"PUBLISH packets per {duration_text(width)}")
     ax.set_title("Message rate")

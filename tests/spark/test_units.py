@@ -321,10 +321,10 @@ def test_summary_counts_websocket_connections() -> None:
 
 
 @pytest.mark.spark  # needs matplotlib
-def test_rate_chart_starts_at_zero_and_leaves_out_a_partial_last_bucket() -> None:
-    # 450 s of messages in 5 s buckets: the 90th bucket holds 1 s of them only (the
-    # captures end), so it is left out rather than drawn as a drop; the axis starts at 0
-    # although no bucket is below 95 a second.
+def test_rate_chart_starts_at_zero_and_draws_a_partial_last_bucket_as_partial() -> None:
+    # 446 s of messages in 5 s buckets: the 90th bucket holds 1 s of them only (the
+    # captures end), so it is drawn 1 s wide on a band that says so, rather than as a
+    # drop; the axis starts at 0 although no bucket is below 20 a second.
     from mqttwire.spark.report import rate_figure
 
     counts = [{"direction": "c2s", "bucket": b, "count": 500 if b < 89 else 100}
@@ -333,9 +333,11 @@ def test_rate_chart_starts_at_zero_and_leaves_out_a_partial_last_bucket() -> Non
     ax = fig.axes[0]
     assert ax.get_ylim()[0] == 0
     xs, ys = ax.lines[0].get_data()
-    assert (xs[-1], min(ys)) == (445.0, 100.0)  # 89 full buckets, 100 a second each
-    assert "the last, partial bucket (1 s up to the last message) left out" in ax.get_xlabel()
-    # A full last bucket, or a single one, is drawn.
-    for chart_counts, hi, end in ((counts, 449_999_999, 450.0), (counts[:1], 999_999, 5.0)):
-        line = rate_figure(chart_counts, 0, hi, 5_000_000).axes[0].lines[0]
-        assert line.get_data()[0][-1] == end
+    assert (xs[-2], xs[-1], ys[-2], max(ys)) == (445.0, 446.0, 20.0, 100.0)
+    labels = ax.get_legend_handles_labels()[1]
+    assert "last bucket partial (1 s of 5 s): the captures end" in labels
+    # A full last bucket has no band, nor has a single one (nothing to compare it with).
+    for chart_counts, hi, end in ((counts, 449_999_999, 450.0), (counts[:1], 999_999, 1.0)):
+        ax = rate_figure(chart_counts, 0, hi, 5_000_000).axes[0]
+        assert ax.lines[0].get_data()[0][-1] == end
+        assert not any("partial" in label for label in ax.get_legend_handles_labels()[1])
