@@ -494,6 +494,11 @@ def _tasks(sc: SparkContext, stream: list[CaptureFile], share_size: int | None,
     return tasks
 
 
+def _count(n: int, noun: str) -> str:
+    """``n`` (with thousands separators) and the noun, singular or plural as it asks."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _union(parts: list[DataFrame]) -> DataFrame:
     staged = parts[0]
     for part in parts[1:]:
@@ -942,10 +947,11 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         elapsed = time.monotonic() - started
         print(report.text, file=out)
         c = progress.counters
-        print(f"done: {len(files)} files ({len(bad)} unreadable or corrupt), {_mib(total)}, "
-              f"{c.packets.value:,} packets, {c.errors.value:,} error/gap records, "
-              f"{counts.get('connections', 0):,} connections, "
-              f"{counts.get('messages', 0):,} messages, in {elapsed:.1f} s; "
+        print(f"done: {_count(len(files), 'file')} ({len(bad)} unreadable or corrupt), "
+              f"{_mib(total)}, {_count(c.packets.value, 'packet')}, "
+              f"{_count(c.errors.value, 'error/gap record')}, "
+              f"{_count(counts.get('connections', 0), 'connection')}, "
+              f"{_count(counts.get('messages', 0), 'message')}, in {elapsed:.1f} s; "
               f"tables in {target}/, summary in {report.path}", file=out)
         print("mqttwire: wall seconds by phase: "
               + ", ".join(f"{name} {seconds:.1f}" for name, seconds in timings.items()),
