@@ -131,23 +131,30 @@ PUBLISH_QOS0 = bytes.fromhex("30 05 0001 61 7878")
 DISCONNECT_V4 = bytes.fromhex("e0 00")
 
 
-def flooding_server(listener: socket.socket, result: dict[str, Any]) -> None:
-    """Accept one client, answer its CONNECT, then send PUBLISHes until it closes; put
-    in ``result`` what it sent after CONNECT and the reset met, if any."""
+def flooding_server(listener: socket.socket, result: dict[str, Any],
+                    answers: tuple[tuple[int, bytes], ...] | None = None,
+                    flood: bytes | None = None) -> None:
+    """Accept one client, answer each of its first packets (``answers``: the packet
+    type it must be and the answer; default its CONNECT with a 3.1.1 CONNACK), then
+    send ``flood`` (default 20 QoS 0 PUBLISHes) over and over until it closes; put in
+    ``result`` what it sent after those packets and the reset met, if any."""
+    answers = answers or ((0x10, CONNACK_V4),)
+    flood = flood or PUBLISH_QOS0 * 20
     received = b""
     try:
         sock, _ = listener.accept()
         with sock:
             sock.settimeout(TIMEOUT)
-            head = sock.recv(2)  # CONNECT: 10, a one-byte Remaining Length (< 128)
-            assert head[0] == 0x10 and head[1] < 0x80, head.hex()
-            body = b""
-            while len(body) < head[1]:
-                body += sock.recv(head[1] - len(body))
-            sock.sendall(CONNACK_V4)
+            for ptype, answer in answers:
+                head = sock.recv(2)  # a one-byte Remaining Length (< 128)
+                assert head[0] == ptype and head[1] < 0x80, head.hex()
+                body = b""
+                while len(body) < head[1]:
+                    body += sock.recv(head[1] - len(body))
+                sock.sendall(answer)
             deadline = time.monotonic() + TIMEOUT
             while time.monotonic() < deadline:
-                sock.sendall(PUBLISH_QOS0 * 20)
+                sock.sendall(flood)
                 readable, _, _ = select.select([sock], [], [], 0.002)
                 if readable:
                     chunk = sock.recv(4096)
@@ -189,40 +196,6 @@ def test_example_client_disconnect_reaches_a_server_still_writing(
         assert result["received"] == DISCONNECT_V4, f"run {run}: {result}"
 
 
-def subscribing_flooding_server(listener: socket.socket, flood: bytes,
-                                result: dict[str, Any]) -> None:
-    """flooding_server for a 5.0 client that subscribes first: CONNACK, then SUBACK for
-    its SUBSCRIBE (packet id 1, one filter), then ``flood`` over and over."""
-    received = b""
-    try:
-        sock, _ = listener.accept()
-        with sock:
-            sock.settimeout(TIMEOUT)
-            for answer in (CONNACK_V5, SUBACK_V5):  # after CONNECT, after SUBSCRIBE
-                head = sock.recv(2)  # a one-byte Remaining Length (< 128)
-                assert head[1] < 0x80, head.hex()
-                body = b""
-                while len(body) < head[1]:
-                    body += sock.recv(head[1] - len(body))
-                sock.sendall(answer)
-            deadline = time.monotonic() + TIMEOUT
-            while time.monotonic() < deadline:
-                sock.sendall(flood)
-                readable, _, _ = select.select([sock], [], [], 0.002)
-                if readable:
-                    chunk = sock.recv(4096)
-                    if not chunk:
-                        result["received"] = received
-                        return
-                    received += chunk
-            result["error"] = f"the client did not close within {TIMEOUT} s"
-    except (ConnectionResetError, BrokenPipeError) as exc:
-        result["reset"] = f"{type(exc).__name__}: {exc}"
-    except BaseException as exc:  # noqa: BLE001 - reported by the test
-        result["error"] = repr(exc)
-    result["received"] = received
-
-
 # PUBLISH QoS 0 at level 5 to "a", payload "xx": topic 00 01 61 (3), property length 00
 # (1), payload (2): RL 6.
 PUBLISH_QOS0_V5 = bytes.fromhex("30 06 0001 61 00 7878")
@@ -258,8 +231,9 @@ def test_live_source_subscriber_disconnect_reaches_a_server_still_writing(
             listener.listen(1)
             listener.settimeout(TIMEOUT)
             result: dict[str, Any] = {}
-            thread = threading.Thread(target=subscribing_flooding_server,
-                                      args=(listener, flood, result))
+            # CONNACK after CONNECT, SUBACK after its SUBSCRIBE (packet id 1, one filter)
+            thread = threading.Thread(target=flooding_server, args=(
+                listener, result, ((0x10, CONNACK_V5), (0x82, SUBACK_V5)), flood))
             thread.start()
             try:
                 session = ClientSession("linger", version=5, auto_ack=False)
