@@ -185,6 +185,9 @@ class ClientSession:
         self._inflight: OrderedDict[int, OutgoingMessage] = OrderedDict()
         self._inbound: OrderedDict[int, _Inbound] = OrderedDict()
         self._awaiting_pubrel: set[int] = set()
+        # After a resuming CONNACK, until its PINGRESP: the PUBRELs not yet sent again.
+        self._resending = False
+        self._pubrel_due: set[int] = set()
         self._requests: dict[int, tuple[str, int]] = {}  # pid -> (kind, filter count)
         self._has_session = False
         self._sent_clean_start = clean_start
@@ -246,6 +249,8 @@ class ClientSession:
                                "(3.1.1 [MQTT-3.1.3-7])")
         self._connects += 1
         self._sent_clean_start = clean_start
+        self._resending = False
+        self._pubrel_due = set()
         self.state = ClientState.CONNECTING
         self._decoder = self.codec.StreamDecoder(
             self.version, max_packet_size=self.maximum_packet_size)
@@ -529,10 +534,8 @@ class ClientSession:
                 self._on_request_ack(packet)
             elif isinstance(packet, codec.PingResp):
                 self._ping_sent = None
-                if any(not entry.present for entry in self._inbound.values()):
-                    for entry in self._inbound.values():
-                        entry.present = True
-                    self._flush_acks(now)
+                if self._resending:
+                    self._resent(now)
             elif isinstance(packet, codec.Disconnect):
                 self._end(f"DISCONNECT 0x{packet.reason_code:02X} from the server",
                           reason_code=packet.reason_code, by_server=True)
@@ -601,17 +604,34 @@ class ClientSession:
         for held in self._held:
             self._send(held, now)
         self._held = []
-        if present and self._inbound:
-            # The server re-sends the PUBLISHes we have not acknowledged [MQTT-4.4.0-1]
-            # right after CONNACK.  Their acknowledgements wait for those copies, so that
-            # a copy arriving after our PUBACK is not taken for a new message; a PINGREQ
-            # marks the end: its PINGRESP comes after everything sent before it.
+        if present and (self._inbound or self._awaiting_pubrel):
+            # The server re-sends the PUBLISHes we have not acknowledged and the PUBRELs
+            # we await [MQTT-4.4.0-1] right after CONNACK.  Their acknowledgements wait
+            # for those copies, so that a copy arriving after our PUBACK is not taken for
+            # a new message; a PINGREQ marks the end: its PINGRESP comes after everything
+            # sent before it (then _resent).
             for entry in self._inbound.values():
                 entry.present = False
+            self._pubrel_due = set(self._awaiting_pubrel)
+            self._resending = True
             self._send(self.codec.PingReq(), now)
             self._ping_sent = now
         self._flush_acks(now)
         self._pump(now)
+
+    def _resent(self, now: float) -> None:
+        """The server's re-sending after a resuming CONNACK is over (its PINGRESP came).
+        What it did not send again it no longer holds for us: a message never sent again
+        is forgotten, not acknowledged, and a PUBREL never sent again no longer awaited.
+        Either identifier is free on the server's side and may be a new message's: a
+        PUBACK or PUBREC for the old message would acknowledge that one, which we may not
+        have received, and a new PUBLISH with it would be taken for a protocol error."""
+        self._resending = False
+        for pid in [pid for pid, entry in self._inbound.items() if not entry.present]:
+            del self._inbound[pid]
+        self._awaiting_pubrel -= self._pubrel_due
+        self._pubrel_due = set()
+        self._flush_acks(now)
 
     def _discard_session(self) -> list[OutgoingMessage]:
         discarded = list(self._inflight.values())
@@ -751,6 +771,7 @@ class ClientSession:
                     "by a message not yet acknowledged",
                     rule="MQTT-2.2.1-4" if self.version == 5 else "MQTT-2.3.1-4")
             if pending is None:
+                self._pubrel_due.discard(pid)  # the server holds it: its PUBREL will come
                 self._send(self.codec.PubRec(pid), now)  # [MQTT-4.3.3-10]
             elif not pending.present:
                 pending.present = True
@@ -791,6 +812,7 @@ class ClientSession:
         pid = packet.packet_id
         if pid in self._awaiting_pubrel:
             self._awaiting_pubrel.discard(pid)
+            self._pubrel_due.discard(pid)
             self._send(self.codec.PubComp(pid), now)  # [MQTT-4.3.3-11]
         else:
             self._send(self.codec.PubComp(pid, reason_code=ReasonCode.PACKET_IDENTIFIER_NOT_FOUND

@@ -379,20 +379,67 @@ def test_resumed_session_resends_and_keeps_pending_acks(codec: ModuleType) -> No
     assert server.received() == [codec.PubAck(7)]
 
 
-def test_resumed_acks_released_by_pingresp(codec: ModuleType) -> None:
-    # A server that does not re-send (it must, [MQTT-4.4.0-1]) holds nothing up for
-    # long: the PINGRESP to the PINGREQ sent after CONNACK comes after any re-sending.
+def test_resumed_acks_of_messages_not_sent_again_are_forgotten(codec: ModuleType) -> None:
+    # A server that does not re-send a message (it must, [MQTT-4.4.0-1]) no longer holds
+    # it for us: the PINGRESP to the PINGREQ sent after CONNACK comes after any
+    # re-sending, and then the message is forgotten, not acknowledged.  Its identifier
+    # may be a new message's on the server's side: a PUBACK for it would acknowledge
+    # that one.  A message that was sent again is acknowledged, in order.
     client, server = connected(codec, session_expiry_interval=300, auto_ack=False)
     one = received_message(server.send(codec.Publish("t", b"1", qos=1, packet_id=1)))
     two = received_message(server.send(codec.Publish("t", b"2", qos=2, packet_id=2)))
+    three = received_message(server.send(codec.Publish("t", b"3", qos=1, packet_id=3)))
     client.connection_lost(1.0)
     server.connect(now=2.0, session_present=True)
     assert server.received() == [codec.PingReq()]
-    client.ack(one, now=2.0)  # type: ignore[arg-type]
-    client.ack(two, now=2.0)  # type: ignore[arg-type]
+    for message in (one, two, three):
+        assert client.ack(message, now=2.0)  # type: ignore[arg-type]
     assert server.received() == []
+    server.send(codec.Publish("t", b"3", qos=1, packet_id=3, dup=True), now=2.1)
+    assert server.received() == []  # 1 and 2 may still come: 3's PUBACK waits
     server.send(codec.PingResp(), now=2.5)
-    assert server.received() == [codec.PubAck(1), codec.PubRec(2)]
+    assert server.received() == [codec.PubAck(3)]
+    assert client.unacknowledged == []
+    # Identifier 1 is the server's to use again: a new message with it is delivered.
+    events = server.send(codec.Publish("t", b"new", qos=1, packet_id=1), now=3.0)
+    [new] = [e.message for e in of_type(events, MessageReceived)]
+    assert new.payload == b"new"
+    assert client.ack(new, now=3.0) and server.received() == [codec.PubAck(1)]
+
+
+def test_resumed_pubrel_not_sent_again_is_no_longer_awaited(codec: ModuleType) -> None:
+    # PUBREC sent for 5 and 6; after the resuming CONNACK the server sends PUBREL for 6
+    # only: 5 is no longer in its session, and a new QoS 2 message may take identifier 5.
+    client, server = connected(codec, session_expiry_interval=300)
+    server.send(codec.Publish("t", b"5", qos=2, packet_id=5))
+    server.send(codec.Publish("t", b"6", qos=2, packet_id=6))
+    assert server.received() == [codec.PubRec(5), codec.PubRec(6)]
+    client.connection_lost(1.0)
+    server.connect(now=2.0, session_present=True)
+    assert server.received() == [codec.PingReq()]
+    server.send(codec.PubRel(6), now=2.1)
+    assert server.received() == [codec.PubComp(6)]
+    server.send(codec.PingResp(), now=2.2)
+    events = server.send(codec.Publish("t", b"new", qos=2, packet_id=5), now=3.0)
+    assert [e.message.payload for e in of_type(events, MessageReceived)] == [b"new"]
+    assert server.received() == [codec.PubRec(5)]
+
+
+def test_resumed_qos2_copy_after_our_pubrec_keeps_awaiting_pubrel(codec: ModuleType) -> None:
+    # Our PUBREC for 5 was lost with the connection: the server sends the PUBLISH again
+    # (DUP 1), we answer PUBREC again and its PUBREL, after the PINGRESP, is awaited.
+    client, server = connected(codec, session_expiry_interval=300)
+    server.send(codec.Publish("t", b"5", qos=2, packet_id=5))
+    assert server.received() == [codec.PubRec(5)]
+    client.connection_lost(1.0)
+    server.connect(now=2.0, session_present=True)
+    server.received()
+    events = server.send(codec.Publish("t", b"5", qos=2, packet_id=5, dup=True), now=2.1)
+    assert of_type(events, MessageReceived) == []  # not delivered twice
+    server.send(codec.PingResp(), now=2.2)
+    assert server.received() == [codec.PubRec(5)]
+    server.send(codec.PubRel(5), now=2.3)
+    assert server.received() == [codec.PubComp(5)]  # not 0x92 Packet Identifier not found
 
 
 def test_session_not_present_discards_ours(codec: ModuleType) -> None:
