@@ -82,6 +82,10 @@ class LiveOptions:
     password: bytes | None
     max_messages_per_batch: int | None
     connect_timeout: float
+    reconnect_delay: float = 1.0
+    reconnect_max_delay: float = 30.0
+    reconnect_timeout: float = 300.0
+    fail_on_session_loss: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> LiveOptions:
@@ -93,8 +97,35 @@ class LiveOptions:
         ``cleanStart`` (default false), ``sessionExpiry`` (seconds, 5.0; default 3600),
         ``keepAlive`` (seconds; default 60), ``receiveMaximum`` (5.0; default the
         protocol's 65,535), ``username``, ``password``, ``maxMessagesPerBatch``
-        (default: all received), ``connectTimeout`` (seconds; default 10)."""
+        (default: all received), ``connectTimeout`` (seconds; default 10);
+        reconnection after a lost connection (:class:`.subscriber.Reconnect`):
+        ``reconnectDelay`` (seconds before the first attempt; default 1),
+        ``reconnectMaxDelay`` (the longest wait between attempts; default 30),
+        ``reconnectTimeout`` (seconds the broker may stay away before the query fails;
+        default 300; 0: fail at once), ``failOnSessionLoss`` (true: a reconnection that
+        finds no session on the broker fails the query; default false, logged)."""
         opts = {k.lower(): v for k, v in options.items()}
+
+        def seconds(name: str, default: float, low: float) -> float:
+            text = opts.get(name.lower())
+            if text is None:
+                return default
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError(f"mqtt source: option {name} must be a number of seconds, "
+                                 f"not {text!r}") from None
+            if not low <= value <= 86400:  # also refuses nan and inf
+                raise ValueError(f"mqtt source: option {name} must be {low:g} to 86400 "
+                                 f"seconds, not {text}")
+            return value
+
+        def flag(name: str) -> bool:
+            text = opts.get(name.lower(), "false").lower()
+            if text not in ("true", "false"):
+                raise ValueError(f"mqtt source: option {name} must be true or false, "
+                                 f"not {text!r}")
+            return text == "true"
 
         def number(name: str, default: int, low: int, high: int) -> int:
             text = opts.get(name.lower())
@@ -139,10 +170,11 @@ class LiveOptions:
         if not client_id:
             raise ValueError("mqtt source: option clientId is required: the broker keeps "
                              "the unacknowledged messages in that client id's session")
-        clean = opts.get("cleanstart", "false").lower()
-        if clean not in ("true", "false"):
-            raise ValueError(f"mqtt source: option cleanStart must be true or false, "
-                             f"not {clean!r}")
+        delay = seconds("reconnectDelay", 1.0, 0.001)
+        max_delay = seconds("reconnectMaxDelay", max(30.0, delay), 0.001)
+        if max_delay < delay:
+            raise ValueError(f"mqtt source: option reconnectMaxDelay ({max_delay:g}) must "
+                             f"not be less than reconnectDelay ({delay:g})")
         username = opts.get("username") or (unquote(parts.username) if parts.username
                                              else None)
         password = opts.get("password") or (unquote(parts.password) if parts.password
@@ -151,7 +183,7 @@ class LiveOptions:
         return cls(
             host=parts.hostname, port=port, topics=topics,
             qos=number("qos", 1, 0, 2), version=version, client_id=client_id,
-            clean_start=clean == "true",
+            clean_start=flag("cleanStart"),
             session_expiry=number("sessionExpiry", 3600, 0, 0xFFFFFFFF) if version == 5 else 0,
             keep_alive=number("keepAlive", 60, 0, 65535),
             receive_maximum=(number("receiveMaximum", 65535, 1, 65535)
@@ -160,12 +192,15 @@ class LiveOptions:
             max_messages_per_batch=(None if limit is None
                                     else number("maxMessagesPerBatch", 0, 1, 1 << 31)),
             connect_timeout=float(number("connectTimeout", 10, 1, 3600)),
+            reconnect_delay=delay, reconnect_max_delay=max_delay,
+            reconnect_timeout=seconds("reconnectTimeout", 300.0, 0.0),
+            fail_on_session_loss=flag("failOnSessionLoss"),
         )
 
     def subscriber(self) -> Subscriber:
         """A subscriber for these options (not started)."""
         from ..session import ClientSession
-        from .subscriber import Subscriber
+        from .subscriber import Reconnect, Subscriber
 
         session = ClientSession(
             self.client_id, version=self.version, clean_start=self.clean_start,
@@ -173,7 +208,10 @@ class LiveOptions:
             receive_maximum=self.receive_maximum, username=self.username,
             password=self.password, auto_ack=False, connect_timeout=self.connect_timeout)
         return Subscriber(self.host, self.port, [(t, self.qos) for t in self.topics],
-                          session, connect_timeout=self.connect_timeout)
+                          session, connect_timeout=self.connect_timeout,
+                          reconnect=Reconnect(self.reconnect_delay, self.reconnect_max_delay,
+                                              self.reconnect_timeout),
+                          fail_on_session_loss=self.fail_on_session_loss)
 
 
 def _arrow_batch(taken: list[Received], version: int) -> pa.RecordBatch:
