@@ -312,7 +312,7 @@ def test_the_query_runs_on_across_broker_restarts_and_fails_past_the_bound(
         threads = [threading.Thread(target=p.run, args=(1500, 250, gate, 1000))
                    for p in publishers]
         try:
-            deadline = time.monotonic() + 90  # Spark's start
+            deadline = time.monotonic() + 120  # Spark's start
             while "Sending SUBACK to restart-job" not in b.log_text():
                 assert time.monotonic() < deadline and not job.ended(), job.log_tail()
                 time.sleep(0.1)
@@ -356,6 +356,91 @@ def test_the_query_runs_on_across_broker_restarts_and_fails_past_the_bound(
             for p in publishers:
                 p.stop.set()
             gate.set()
+            if job.proc is not None and job.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(job.proc.pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------------------------------
+# The re-run of a batch the sink had committed before the crash
+
+
+@pytest.mark.spark
+@pytest.mark.once  # the reader's side of it is a unit test in test_live.py
+def test_a_batch_written_but_not_committed_before_a_crash_loses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver killed (SIGKILL, with its JVM and workers) after the file sink wrote a
+    batch's log entry (``_spark_metadata/N``) and before the checkpoint wrote
+    ``commits/N``; restarted from the checkpoint, the query runs batch N again, and the
+    file sink skips it as already written.
+
+    The question: can the source then acknowledge messages that were never written?
+    The first driver never acknowledged batch N (that happens at the next trigger, after
+    ``commits/N``), nor what it received after planning N.  The broker sends all of it
+    again to the restarted driver.  Had the re-run batch taken those messages as its
+    rows (as it once did), the skipped write would be followed by their acknowledgement,
+    and the messages received after N was planned, never written, would be lost.  The
+    re-run batch has no rows; the messages sent again go to batch N+1, written, then
+    acknowledged.  So every message the broker acknowledged to the publishers is in the
+    output (batch N's twice).
+
+    The kill comes from inside the job (LIVE_JOB_KILL_BETWEEN_COMMITS, live_job.py): a
+    thread polling both logs kills its process group in the window; the test checks that
+    the checkpoint was left in that state."""
+    with broker(tmp_path) as b:
+        out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+        job = Job(out, checkpoint, tmp_path / "stop",
+                  {"url": b.url, "topics": "live/5/#,live/4/#", "qos": "2",
+                   "clientId": "rerun-job", "version": "5", "sessionExpiry": "600"})
+        monkeypatch.setenv("LIVE_JOB_KILL_BETWEEN_COMMITS", "1")
+        job.start(tmp_path / "job-1.log")
+        monkeypatch.delenv("LIVE_JOB_KILL_BETWEEN_COMMITS")
+        publishers = [LedgerPublisher(b.port, 5), LedgerPublisher(b.port, 4)]
+        threads = [threading.Thread(target=p.run, args=(1000, 200)) for p in publishers]
+        try:
+            # Publishing from the first (empty) batch's end on, so that the batches
+            # after it each get some, and messages arrive while each runs.
+            deadline = time.monotonic() + 120  # Spark's start
+            while not (out / "_spark_metadata" / "0").exists():
+                assert time.monotonic() < deadline and not job.ended(), job.log_tail()
+                time.sleep(0.05)
+            for t in threads:
+                t.start()
+            assert job.proc is not None
+            assert job.proc.wait(TIMEOUT) == -signal.SIGKILL, job.log_tail()
+            batch = max(int(p.name.split(".")[0]) for p in (out / "_spark_metadata").iterdir()
+                        if p.name.split(".")[0].isdigit())
+            assert (checkpoint / "offsets" / str(batch)).exists()
+            assert not (checkpoint / "commits" / str(batch)).exists()
+            written = Counter(ident(r) for r in rows(out))
+            # The case in question: the killed driver had received messages that no
+            # batch it wrote held (the broker sent more than the rows written).
+            sent = b.log_text().count("Sending PUBLISH to rerun-job")
+            assert sent > sum(written.values()), (sent, sum(written.values()))
+            job.start(tmp_path / "job-2.log")
+            deadline = time.monotonic() + 120  # Spark's start
+            while b.log_text().count("as rerun-job (p5, c0") < 2:
+                assert time.monotonic() < deadline and not job.ended(), job.log_tail()
+                time.sleep(0.1)
+            for t in threads:
+                t.join(TIMEOUT)
+            ledger = set().union(*(p.ledger for p in publishers))
+            assert len(ledger) > 1800, len(ledger)
+            deadline = time.monotonic() + TIMEOUT
+            while not ledger <= {ident(r) for r in rows(out)}:
+                assert time.monotonic() < deadline and not job.ended(), (
+                    f"missing {sorted(ledger - {ident(r) for r in rows(out)})[:20]}; "
+                    + job.log_tail())
+                time.sleep(0.3)
+            assert job.stop() == 0, job.log_tail()
+            got = Counter(ident(r) for r in rows(out))
+            print(f"\nkilled after batch {batch}'s sink commit with {sum(written.values())} "
+                  f"rows written, {sent} messages received; {len(got)} distinct rows, "
+                  f"{sum(n - 1 for n in got.values())} duplicates")
+            assert all(n <= 2 for n in got.values())
+        finally:
+            for p in publishers:
+                p.stop.set()
             if job.proc is not None and job.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(job.proc.pid, signal.SIGKILL)
