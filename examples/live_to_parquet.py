@@ -2,11 +2,14 @@
 
     python examples/live_to_parquet.py mqtt://127.0.0.1:1883 'sensors/#' out/ checkpoint/
 
-(Spark starts its Python workers with ``python3`` from PATH, or PYSPARK_PYTHON: with a
-virtualenv that is not activated, set PYSPARK_PYTHON to its python, which has mqttwire
-and pyarrow; otherwise the query fails with "No module named 'pyarrow'".)
+Run it with the python that has mqttwire and pyarrow (a virtualenv's, activated or
+not): with a local master Spark's Python workers run that same interpreter
+(``mqttwire.spark.session.make_session`` sets PYSPARK_PYTHON to it when unset).  A
+PYSPARK_PYTHON of yours that cannot import mqttwire stops the job before the query
+starts, with a line saying what to set.
 
-or on a cluster (every executor needs mqttwire and pyarrow: docs/cluster.md):
+or on a cluster (every executor needs mqttwire and pyarrow, under the PYSPARK_PYTHON
+that Spark runs: docs/cluster.md; the job checks that before the query starts):
 
     spark-submit --master spark://host:7077 examples/live_to_parquet.py \
         mqtt://broker:1883 'sensors/#' hdfs:///mqtt/sensors hdfs:///mqtt/checkpoints/sensors
@@ -104,17 +107,24 @@ def main() -> int:
     interrupts = Interrupts()
     interrupts.install()  # Ctrl-C while Spark is imported and starts, too
     from pyspark.errors import StreamingQueryException
-    from pyspark.sql import SparkSession
 
     from mqttwire.spark.live import register, use_filesystem_checkpoints
+    from mqttwire.spark.session import WorkerPythonError, default_master, make_session
 
-    spark = SparkSession.builder.appName("mqtt-live-to-parquet").getOrCreate()
+    # A local master unless spark-submit gives one; PYSPARK_PYTHON set to this python
+    # when unset, before Spark starts (its workers would run python3 from PATH).
+    spark = make_session(default_master(), app_name="mqtt-live-to-parquet")
     interrupts.install()  # again: the SparkContext installed pyspark's handler
     if interrupts.count:
         print(f"{PROG}: interrupted before the query started", file=sys.stderr, flush=True)
         spark.stop()
         return EXIT_INTERRUPTED
-    register(spark)
+    try:
+        register(spark)  # checks that Spark's Python workers can import mqttwire
+    except WorkerPythonError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        spark.stop()
+        return 1
     if "://" not in args.checkpoint or args.checkpoint.startswith("file:"):
         use_filesystem_checkpoints(spark)  # a local checkpoint: no process per log file
     messages = (spark.readStream.format("mqtt")

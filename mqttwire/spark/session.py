@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-__all__ = ["ClassArchive", "JavaMissing", "MasterError", "check_master",
-           "default_master", "find_java", "is_on_this_host", "make_context",
-           "make_session", "under_spark_submit"]
+__all__ = ["ClassArchive", "JavaMissing", "MasterError", "WorkerPythonError",
+           "check_master", "check_python_workers", "default_master", "find_java",
+           "is_on_this_host", "make_context", "make_session", "under_spark_submit"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -192,6 +192,64 @@ def _settings(master: str | None, conf: dict[str, str] | None) -> dict[str, str]
         settings["spark.executorEnv.PYSPARK_PYTHON"] = os.environ["PYSPARK_PYTHON"]
     settings.update(conf or {})
     return settings
+
+
+class WorkerPythonError(RuntimeError):
+    """The Python that Spark's workers run cannot import mqttwire or pyarrow (or does not
+    run): found before a query starts (:func:`check_python_workers`)."""
+
+
+def _probe(_: object) -> str:
+    """Run in a Spark Python worker: import what the live source's tasks import.  (This
+    function is pickled by reference: the worker imports mqttwire to unpickle it.)"""
+    import pyarrow  # noqa: F401  # the tasks' batches
+
+    import mqttwire.spark.live  # noqa: F401  # the tasks' partitions
+
+    return sys.executable
+
+
+#: The applications whose workers were checked (one job per SparkContext).
+_checked_apps: set[str] = set()
+
+
+def check_python_workers(spark: SparkSession) -> None:
+    """Raise :class:`WorkerPythonError`, naming the fix, when Spark's Python workers
+    cannot import mqttwire and pyarrow: one task, run once per SparkContext, imports
+    them.  Spark starts its Python workers with PYSPARK_PYTHON (``python3`` from PATH
+    when unset), not with the driver's interpreter: from a virtualenv that is not
+    activated, or on a cluster whose executors lack mqttwire, every task would fail with
+    ``ModuleNotFoundError``, and a streaming query only at its first batch."""
+    sc = spark.sparkContext
+    key = sc.applicationId
+    if key in _checked_apps:
+        return
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # no stubs
+
+    python = sc.pythonExec
+    try:
+        sc.parallelize([0], 1).map(_probe).collect()
+    except Py4JJavaError as exc:
+        text = str(exc)
+        missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
+        if missing:
+            why = f"cannot import {missing.group(1)}"
+        elif "Cannot run program" in text or "No such file" in text:
+            why = "cannot be started"
+        else:
+            raise
+        local = is_on_this_host(sc.master)
+        fix = (f"start the session with PYSPARK_PYTHON={sys.executable} (this interpreter) "
+               "in the environment, or with mqttwire.spark.session.make_session(), which "
+               "sets it for a local master" if local else
+               "install mqttwire and pyarrow (pip install 'mqttwire[spark]') for that "
+               "interpreter on every executor, or set PYSPARK_PYTHON (spark-submit: "
+               "--conf spark.pyspark.python=...) to one that has them: docs/cluster.md")
+        raise WorkerPythonError(
+            f"Spark's Python workers run {python!r} (PYSPARK_PYTHON"
+            f"{'' if 'PYSPARK_PYTHON' in os.environ else ' unset: python3 from PATH'}), "
+            f"which {why}: {fix}") from None
+    _checked_apps.add(key)
 
 
 class ClassArchive:
