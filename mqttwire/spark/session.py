@@ -225,11 +225,16 @@ def check_python_workers(spark: SparkSession) -> None:
     if key in _checked_apps:
         return
     from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # no stubs
+    from pyspark.errors import PythonException
 
     python = sc.pythonExec
+    # A failing probe is expected to fail: Spark would log it as errors with Java and
+    # Python traces before this says it in one line.
+    level = _log_level(sc)
+    sc.setLogLevel("OFF")
     try:
         sc.parallelize([0], 1).map(_probe).collect()
-    except Py4JJavaError as exc:
+    except (Py4JJavaError, PythonException) as exc:
         text = str(exc)
         missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
         if missing:
@@ -249,7 +254,19 @@ def check_python_workers(spark: SparkSession) -> None:
             f"Spark's Python workers run {python!r} (PYSPARK_PYTHON"
             f"{'' if 'PYSPARK_PYTHON' in os.environ else ' unset: python3 from PATH'}), "
             f"which {why}: {fix}") from None
+    finally:
+        sc.setLogLevel(level)
     _checked_apps.add(key)
+
+
+def _log_level(sc: SparkContext) -> str:
+    """The driver's log level now (log4j's root logger), to set it back."""
+    try:
+        jvm = sc._jvm
+        assert jvm is not None
+        return str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel())
+    except Exception:  # another logging backend: the level make_session sets
+        return "WARN"
 
 
 class ClassArchive:
