@@ -1,7 +1,9 @@
 """Which Python Spark's workers run, for the live source: examples/live_to_parquet.py run
 with a PYSPARK_PYTHON that cannot import mqttwire's dependencies stops before the query
-starts, in one line naming the fix.  (The common case, the example run from a virtualenv
-with no PYSPARK_PYTHON and no virtualenv on PATH, is test_live.py's Ctrl-C test.)"""
+starts, in one line naming the fix; for a cluster master the fix named is the cluster's
+(its branch checked with a stand-in context: a standalone cluster costs a minute).  (The
+common case, the example run from a virtualenv with no PYSPARK_PYTHON and no virtualenv
+on PATH, is test_live.py's Ctrl-C test.)"""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from pathlib import Path
 import pytest
 from test_live import EXAMPLE, HOST, REPO, free_port
 
-pytestmark = [pytest.mark.spark, pytest.mark.once]  # no codec in it
+pytestmark = [pytest.mark.spark]
 
 
+@pytest.mark.once  # no codec in it
 def test_workers_that_cannot_import_mqttwire_stop_the_example_before_its_query(
         tmp_path: Path) -> None:
     bare = tmp_path / "bare"
@@ -37,3 +40,57 @@ def test_workers_that_cannot_import_mqttwire_stop_the_example_before_its_query(
     assert line in said, said[-3000:]
     assert "Traceback" not in said, said[-3000:]
     assert not out.exists()  # the query never started
+
+
+class _Failing:
+    """A SparkContext stand-in whose one job fails as a worker without ``module`` does."""
+
+    applicationId = "app-stand-in"
+
+    def __init__(self, master: str, module: str) -> None:
+        self.master = master
+        self.pythonExec = "/opt/python3"
+        self.module = module
+        self.levels: list[str] = []
+        self._jvm = None
+
+    def setLogLevel(self, level: str) -> None:  # noqa: N802  # Spark's name
+        self.levels.append(level)
+
+    def parallelize(self, data: list[int], slices: int) -> _Failing:
+        return self
+
+    def map(self, function: object) -> _Failing:
+        return self
+
+    def collect(self) -> list[str]:
+        from pyspark.errors import PythonException
+
+        raise PythonException(message="An exception was thrown from the Python worker: "
+                              "Traceback (most recent call last):\n  ...\n"
+                              f"ModuleNotFoundError: No module named '{self.module}'\n")
+
+
+@pytest.mark.parametrize(("master", "fix"), [
+    ("spark://10.0.0.5:7077", "install mqttwire and pyarrow (pip install 'mqttwire[spark]') "
+     "for that interpreter on every executor, or set PYSPARK_PYTHON (spark-submit: --conf "
+     "spark.pyspark.python=...) to one that has them: docs/cluster.md"),
+    ("local[2]", f"start the session with PYSPARK_PYTHON={sys.executable} (this interpreter)"
+     " in the environment, or with mqttwire.spark.session.make_session(), which sets it for"
+     " a local master"),
+])
+def test_the_worker_check_names_the_fix_for_the_master(
+        master: str, fix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster case without a cluster (its branch of the message): executors whose
+    python lacks mqttwire, PYSPARK_PYTHON unset; the log level is put back."""
+    from mqttwire.spark.session import WorkerPythonError, check_python_workers
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    sc = _Failing(master, "mqttwire")
+    spark = type("Session", (), {"sparkContext": sc})()
+    with pytest.raises(WorkerPythonError) as exc:
+        check_python_workers(spark)  # type: ignore[arg-type]
+    assert str(exc.value) == (
+        "Spark's Python workers run '/opt/python3' (PYSPARK_PYTHON unset: python3 from "
+        f"PATH), which cannot import mqttwire: {fix}")
+    assert sc.levels == ["OFF", "WARN"]
