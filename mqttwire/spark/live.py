@@ -372,7 +372,7 @@ class MqttStreamReader(DataSourceStreamReader):
             # skips it), and its rows would be acknowledged without being written
             # (module docstring, "Re-runs").
             self._connected()
-            taken = []
+            taken: list[Received] = []
             self._batches[end["seq"]] = (start["seq"], taken)
             self._last = max(self._last, end["seq"])
         else:

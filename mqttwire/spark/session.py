@@ -202,7 +202,7 @@ class WorkerPythonError(RuntimeError):
 def _probe(_: object) -> str:
     """Run in a Spark Python worker: import what the live source's tasks import.  (This
     function is pickled by reference: the worker imports mqttwire to unpickle it.)"""
-    import pyarrow  # noqa: F401  # the tasks' batches
+    import pyarrow  # type: ignore[import-untyped]  # noqa: F401  # the tasks' batches
 
     import mqttwire.spark.live  # noqa: F401  # the tasks' partitions
 
