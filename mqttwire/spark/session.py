@@ -219,8 +219,12 @@ def check_python_workers(spark: SparkSession) -> None:
     them.  Spark starts its Python workers with PYSPARK_PYTHON (``python3`` from PATH
     when unset), not with the driver's interpreter: from a virtualenv that is not
     activated, or on a cluster whose executors lack mqttwire, every task would fail with
-    ``ModuleNotFoundError``, and a streaming query only at its first batch."""
-    sc = spark.sparkContext
+    ``ModuleNotFoundError``, and a streaming query only at its first batch.  A Spark
+    Connect session (no SparkContext here) is not checked."""
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: PySparkNotImplementedError; nothing to run on
+        return
     key = sc.applicationId
     if key in _checked_apps:
         return
