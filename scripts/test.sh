@@ -16,7 +16,7 @@
 #      deselects the extension's tests), then the benchmarks once each.
 # It exits non-zero if anything fails, and also if a pytest pass ran no test.  Under CI
 # (CI=true) a skipped test fails too, unless it is one of the expected skips listed in
-# conftest.py (EXPECTED_SKIPS) and the README.
+# conftest.py (EXPECTED_SKIPS) and CONTRIBUTING.md.
 #
 # With MQTTWIRE_PURE_PYTHON set by the caller, only step 1 and step 4 run: nothing is
 # compiled.
