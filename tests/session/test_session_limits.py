@@ -125,8 +125,8 @@ def test_a_client_behind_past_the_stall_timeout_is_disconnected(codec: ModuleTyp
     assert sub.conn.behind_since == 1.0
     assert broker.tick(5.9) == []
     [closed] = of_type(broker.tick(6.0), ConnectionClosed)
-    # 5.0: DISCONNECT 0x97 Quota exceeded (§3.14.2.1: "an implementation or
-    # administratively imposed limit has been exceeded").
+    # 5.0: DISCONNECT 0x97 Quota exceeded (§3.14.2.1: "An implementation or
+    # administrative imposed limit has been exceeded").
     assert closed.connection is sub.conn and closed.reason_code == 0x97
     assert isinstance(sub.received()[-1], codec.Disconnect)
 
