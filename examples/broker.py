@@ -104,9 +104,10 @@ class Server:
                 if out.close:
                     del self.transports[out.connection]
                     self.close(transport, out.linger)  # after the data written above
-                elif out.data:
+                else:
                     # What the transport could not hand to the socket yet counts against
-                    # the connection's bound; with room, its queued messages come out
+                    # the connection's bound (an Outgoing with no data: the connection
+                    # asks for this report); with room, its queued messages come out
                     # at once (hence the loop: until no connection has more).
                     events += out.connection.set_unwritten(
                         transport.get_write_buffer_size(), now)
@@ -162,10 +163,11 @@ class Connection(asyncio.Protocol):
             self.server.loop.time(), name=f"{peer[0]}:{peer[1]}" if peer else None)
         self.server.transports[self.conn] = transport
         self.transport = transport
-        # The transport pauses us (pause_writing) past the connection's bound, and
-        # resumes us when it has written down to a quarter of it.
-        high = self.server.broker.config.max_unwritten_bytes
-        transport.set_write_buffer_limits(high=high, low=high // 4)
+        # The transport pauses us (pause_writing) at the connection's bound (asyncio
+        # pauses above ``high``; the layer is behind at the bound itself), and resumes
+        # us when it has written down to a quarter of it.
+        bound = self.server.broker.config.max_unwritten_bytes
+        transport.set_write_buffer_limits(high=bound - 1, low=bound // 4)
         self.server.flush([])  # the CONNECT timeout is a deadline
 
     def data_received(self, data: bytes) -> None:

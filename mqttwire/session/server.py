@@ -339,13 +339,14 @@ class Broker:
 
     def outgoing(self) -> list[Outgoing]:
         """Every connection with bytes to send or a socket to close, since the last call
-        (each once, its bytes taken)."""
+        (each once, its bytes taken); and, with no data, those that want the glue's
+        ``set_unwritten`` report (``ServerConnection.wants_report``)."""
         dirty = list(self._dirty)
         self._dirty.clear()
         out = []
         for conn in dirty:
             data = conn._take_output()
-            if data or conn.closed:
+            if data or conn.closed or conn.wants_report:
                 out.append(Outgoing(conn, data, conn.closed, conn.linger))
         return out
 
@@ -615,6 +616,10 @@ class ServerConnection:
         self._written = 0
         self._publish_ends: deque[int] = deque()
         self._reports_unwritten = False
+        #: The layer wants a fresh set_unwritten: an Outgoing is listed even without data.
+        self.wants_report = False
+        #: The stall timeout came once, and a report was asked for before closing.
+        self._stall_asked = False
         self._max_unwritten_bytes = broker.config.max_unwritten_bytes
         self._max_unwritten_messages = broker.config.max_unwritten_messages
         #: Since when the unwritten output has been at its bound (None: it is not).
@@ -692,6 +697,7 @@ class ServerConnection:
             raise SessionError(f"set_unwritten({nbytes}): not 0 to the {self._taken} "
                                "bytes taken from this connection")
         self._reports_unwritten = True
+        self.wants_report = False
         self.broker._now = now
         written = self._taken - nbytes
         if written > self._written:
@@ -701,6 +707,9 @@ class ServerConnection:
                 ends.popleft()
         if not self.closed:
             self._catch_up(now)
+        # This report answers any ask made while it was handled (by _pump, behind again):
+        # asking again would have the glue report in a loop.
+        self.wants_report = False
         return self.broker._take_events()
 
     @property
@@ -724,6 +733,13 @@ class ServerConnection:
             timeout = self.broker.config.write_stall_timeout
             if timeout is not None:
                 self.broker._timers.set(("stall", self), now + timeout)
+        if self._reports_unwritten and not self.wants_report:
+            # The count may be stale (the transport writes on its own): ask the glue for
+            # a report at its next Broker.outgoing().  Without this, a connection at the
+            # message bound, whose transport is under its byte limit and so never
+            # paused, would have nothing to resume it.
+            self.wants_report = True
+            self.broker._mark(self)
         return True
 
     def _catch_up(self, now: float) -> None:
@@ -733,6 +749,7 @@ class ServerConnection:
                 self._produced - self._written >= self._max_unwritten_bytes
                 or len(self._publish_ends) >= self._max_unwritten_messages):
             self.behind_since = None
+            self._stall_asked = False
             self.broker._timers.cancel(("stall", self))
             if self.session is not None:
                 self.session._reported.discard(DROPPED_UNWRITTEN)
@@ -742,6 +759,13 @@ class ServerConnection:
     def _stalled(self, now: float) -> None:
         """``write_stall_timeout`` after falling behind: closed if still behind."""
         if self.closed or self.behind_since is None:
+            return
+        if self._reports_unwritten and not self._stall_asked:
+            # Ask for a fresh report first (Broker.outgoing() lists us), and decide when
+            # the glue calls tick again, at once: it may have caught up unseen.
+            self._stall_asked = self.wants_report = True
+            self.broker._mark(self)
+            self.broker._timers.set(("stall", self), now)
             return
         self._close(now, f"unwritten output over its bound for "
                     f"{self.broker.config.write_stall_timeout} s "

@@ -320,3 +320,46 @@ def test_will_beyond_the_limits_refuses_the_connection(
 def test_config_bounds_checked(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
         BrokerConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_a_connection_behind_asks_the_glue_for_a_report(codec: ModuleType) -> None:
+    # At the message bound, with few bytes, a transport is never paused, so never
+    # resumed: the layer lists the connection in outgoing() with no data, so that the
+    # glue reports what its transport still holds.
+    broker = Broker(BrokerConfig(max_unwritten_messages=5), codec=codec)
+    sub = subscriber(broker, codec)
+    pub = publisher(broker, codec)
+    sub.conn.set_unwritten(0, 0.0)
+    publish(pub, codec, 5, payload=b"y" * 8)
+    [out] = [o for o in broker.outgoing() if o.connection is sub.conn]
+    taken = len(out.data)
+    sub.conn.set_unwritten(taken, 1.0)  # the transport holds all five
+    publish(pub, codec, 1, payload=b"y" * 8, start=5)  # dropped: behind
+    assert broker.sessions["sub"].stats.dropped_unwritten == 1
+    [ask] = [o for o in broker.outgoing() if o.connection is sub.conn]
+    assert ask.data == b"" and not ask.close and sub.conn.wants_report
+    sub.conn.set_unwritten(0, 2.0)  # all written now
+    assert sub.conn.behind_since is None and not sub.conn.wants_report
+    assert broker.outgoing() == []  # asked once, answered: no loop
+    publish(pub, codec, 1, payload=b"y" * 8, start=6)
+    assert numbers(sub.received()) == [6]
+
+
+@pytest.mark.parametrize("caught_up", [True, False])
+def test_stall_timeout_asks_for_a_report_before_closing(codec: ModuleType,
+                                                        caught_up: bool) -> None:
+    broker = Broker(BrokerConfig(max_unwritten_bytes=4096, write_stall_timeout=5.0),
+                    codec=codec)
+    sub = subscriber(broker, codec)
+    pub = publisher(broker, codec)
+    sub.conn.set_unwritten(0, 0.0)
+    publish(pub, codec, 10, now=1.0)
+    taken = len(sub.conn.data_to_send())
+    sub.conn.set_unwritten(taken, 1.0)
+    broker.outgoing()
+    assert broker.tick(6.0) == [] and not sub.conn.closed
+    [ask] = broker.outgoing()
+    assert ask.connection is sub.conn and ask.data == b""
+    sub.conn.set_unwritten(0 if caught_up else taken, 6.0)
+    closed = of_type(broker.tick(6.0), ConnectionClosed)
+    assert sub.conn.closed is (not caught_up) and len(closed) == (0 if caught_up else 1)
