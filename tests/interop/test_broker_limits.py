@@ -4,7 +4,8 @@ amount of memory (the glue's write buffer limits and the session layer's unwritt
 bound), and gets, once it reads again, an in-order run of them and the QoS 1 message
 sent after; paho-mqtt at 5.0 sees the Maximum QoS, Retain Available and the capped
 Session Expiry Interval in CONNACK, and is disconnected with 0x9B and 0x9A when it goes
-past them; a 3.1.1 client over Maximum QoS is disconnected.
+past them; a 3.1.1 client over Maximum QoS is disconnected; mosquitto_sub is granted
+Maximum QoS, mosquitto_pub at 5.0 keeps to it and at 3.1.1 is disconnected.
 
 The memory figure for the full load of issue 37 (300,000 messages of 1 kB) is in
 benchmarks/README.md (benchmarks/slow_subscriber.py); this test sends fewer and bounds the
@@ -15,7 +16,9 @@ of what was sent.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -150,3 +153,32 @@ def test_v311_over_maximum_qos_is_closed(start_example_broker_with: Callable[...
         client.next()
     client.sock.close()
     assert "Maximum QoS" in server.log_text()
+
+
+def mosquitto(program: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        pytest.skip(f"mosquitto-clients not installed: no {program} on PATH")
+    return path
+
+
+def test_mosquitto_clients_over_maximum_qos(start_example_broker_with: Callable[..., Any]
+                                            ) -> None:
+    server = start_example_broker_with("--max-qos", "1")
+    address = ["-h", server.host, "-p", str(server.port)]
+
+    def run(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([mosquitto(program), *address, *args], capture_output=True,
+                              text=True, timeout=TIMEOUT, check=False)
+
+    # A QoS 2 subscription is accepted and granted 1 [MQTT-3.2.2-10].
+    sub = run("mosquitto_sub", "-V", "5", "-q", "2", "-t", "lim/#", "-d", "-W", "1")
+    assert "Subscribed (mid: 1): 1" in sub.stdout, sub.stdout
+    # At 5.0 the client reads Maximum QoS 1 in CONNACK and does not send QoS 2
+    # [MQTT-3.2.2-11]; at 3.1.1 it cannot know, sends it, and the broker closes.
+    v5 = run("mosquitto_pub", "-V", "5", "-q", "2", "-t", "lim/a", "-m", "x")
+    assert "QoS not supported" in v5.stderr, v5.stderr
+    v311 = run("mosquitto_pub", "-V", "311", "-q", "2", "-t", "lim/a", "-m", "x")
+    assert v311.returncode != 0 and "connection was lost" in v311.stderr, v311.stderr
+    time.sleep(0.2)  # for the log line
+    assert "QoS 2 above the server's Maximum QoS 1" in server.log_text()
