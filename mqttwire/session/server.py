@@ -299,6 +299,8 @@ class Broker:
             write(out.connection, out.data)
             if out.close:                              # after lingering out.linger
                 close(out.connection, out.linger)      # seconds: see Outgoing
+            else:                                      # what the transport still holds
+                out.connection.set_unwritten(unwritten, now)   # (optional: the bounds)
         when = broker.next_deadline()                  # call broker.tick(now) then
         events = broker.tick(now)
 
