@@ -12,8 +12,14 @@ what the broker queued, closes the sockets it says to close (lingering first whe
 says so: ``Outgoing.linger``), and calls ``tick`` when ``next_deadline`` comes.  The
 options set the broker's limits and a subscribe deny rule.
 
-Left out: enhanced authentication, persistence, TLS, access control beyond ``--deny``,
-and write back-pressure towards slow subscribers (their socket buffers grow).
+Memory is bounded by policy (docs/session.md, "Bounds"): each transport's write buffer
+has the broker's ``max_unwritten_bytes`` as its high-water mark, and after every write
+(and when a paused transport resumes) the glue tells the connection how many bytes the
+transport still holds (``ServerConnection.set_unwritten``), so that QoS 0 messages to a
+client that does not read are dropped and QoS 1/2 ones wait, within the session's queue
+bounds, instead of piling up in the socket's buffer.
+
+Left out: enhanced authentication, persistence, TLS, access control beyond ``--deny``.
 
 Run it with ``python examples/broker.py --host 127.0.0.1 --port 1883`` (port 0 picks a
 free one).  The first line it prints is ``listening on HOST:PORT``.
@@ -35,6 +41,7 @@ from mqttwire.session import (
     ClientRefused,
     ClientSubscribed,
     ConnectionClosed,
+    DeliveriesDropped,
     Event,
     ServerConnection,
     SessionExpired,
@@ -79,18 +86,31 @@ class Server:
 
     def flush(self, events: list[Event]) -> None:
         """After every call into the broker: log, write, close, re-arm the timer."""
-        if log.isEnabledFor(logging.INFO):
-            for event in events:
-                describe(event)
-        for out in self.broker.outgoing():
-            transport = self.transports.get(out.connection)
-            if transport is None:
-                continue
-            if out.data:
-                transport.write(out.data)
-            if out.close:
-                del self.transports[out.connection]
-                self.close(transport, out.linger)  # after the data written above
+        now = self.loop.time()
+        while True:
+            if log.isEnabledFor(logging.INFO):
+                for event in events:
+                    describe(event)
+            outgoing = self.broker.outgoing()
+            if not outgoing:
+                break
+            events = []
+            for out in outgoing:
+                transport = self.transports.get(out.connection)
+                if transport is None:
+                    continue
+                if out.data:
+                    transport.write(out.data)
+                if out.close:
+                    del self.transports[out.connection]
+                    self.close(transport, out.linger)  # after the data written above
+                else:
+                    # What the transport could not hand to the socket yet counts against
+                    # the connection's bound (an Outgoing with no data: the connection
+                    # asks for this report); with room, its queued messages come out
+                    # at once (hence the loop: until no connection has more).
+                    events += out.connection.set_unwritten(
+                        transport.get_write_buffer_size(), now)
         deadline = self.broker.next_deadline()
         if deadline != self.deadline:
             if self.timer is not None:
@@ -142,12 +162,25 @@ class Connection(asyncio.Protocol):
         self.conn = self.server.broker.new_connection(
             self.server.loop.time(), name=f"{peer[0]}:{peer[1]}" if peer else None)
         self.server.transports[self.conn] = transport
+        self.transport = transport
+        # The transport pauses us (pause_writing) at the connection's bound (asyncio
+        # pauses above ``high``; the layer is behind at the bound itself), and resumes
+        # us when it has written down to a quarter of it.
+        bound = self.server.broker.config.max_unwritten_bytes
+        transport.set_write_buffer_limits(high=bound - 1, low=bound // 4)
         self.server.flush([])  # the CONNECT timeout is a deadline
 
     def data_received(self, data: bytes) -> None:
         if self.lingered is not None:
             return  # closed by the broker: read and discarded while lingering
         self.server.flush(self.conn.receive_data(data, self.server.loop.time()))
+
+    def resume_writing(self) -> None:
+        """The transport's buffer drained to its low-water mark: tell the connection,
+        whose queued messages can go out now."""
+        if self.lingered is None and not self.conn.closed:
+            self.server.flush(self.conn.set_unwritten(
+                self.transport.get_write_buffer_size(), self.server.loop.time()))
 
     def eof_received(self) -> bool | None:
         return None  # the client closed its side: the transport closes ours (lingering or not)
@@ -181,6 +214,9 @@ def describe(event: Event) -> None:
         log.info("%s: will published to %s", event.client_id, event.message.topic)
     elif isinstance(event, SessionExpired):
         log.info("%s: session ended", event.client_id)
+    elif isinstance(event, DeliveriesDropped):
+        log.info("%s: dropping messages (%s), %d so far", event.client_id, event.reason,
+                 event.total)
 
 
 class CannotListen(Exception):
@@ -236,6 +272,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deny", action="append", default=[], metavar="FILTER",
                         help="refuse subscriptions that can match a topic FILTER matches "
                         "(SUBACK 0x87, 3.1.1: 0x80); repeatable")
+    bounds = parser.add_argument_group(
+        "bounds", "memory and what the server offers (docs/session.md, \"Bounds\")")
+    defaults = BrokerConfig()
+    bounds.add_argument("--max-unwritten-bytes", type=int, metavar="BYTES",
+                        default=defaults.max_unwritten_bytes,
+                        help="bytes waiting to be written to one client past which QoS 0 "
+                        "messages to it are dropped (%(default)s)")
+    bounds.add_argument("--max-unwritten-messages", type=int, metavar="N",
+                        default=defaults.max_unwritten_messages,
+                        help="the same bound in PUBLISH packets (%(default)s)")
+    bounds.add_argument("--max-queued-messages", type=int, metavar="N",
+                        default=defaults.max_queued_messages,
+                        help="messages queued per session, past which new ones are dropped "
+                        "(%(default)s; 0: no bound)")
+    bounds.add_argument("--max-queued-bytes", type=int, metavar="BYTES",
+                        default=defaults.max_queued_bytes,
+                        help="payload bytes queued per session (%(default)s; 0: no bound)")
+    bounds.add_argument("--write-stall-timeout", type=float, metavar="SECONDS",
+                        default=defaults.write_stall_timeout,
+                        help="disconnect a client over its unwritten bound this long "
+                        "(%(default)s; 0: never)")
+    bounds.add_argument("--max-session-expiry", type=int, metavar="SECONDS",
+                        help="cap on the Session Expiry Interval (default: none)")
+    bounds.add_argument("--max-qos", type=int, choices=(0, 1, 2), default=2,
+                        help="Maximum QoS accepted and granted (2)")
+    bounds.add_argument("--no-retain", action="store_true",
+                        help="no retained messages (Retain Available 0)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
@@ -252,6 +315,14 @@ def main(argv: list[str] | None = None) -> None:
             assign_topic_aliases=not args.no_assign_aliases,
             receive_maximum=args.receive_maximum,
             max_packet_size=args.max_packet_size,
+            max_unwritten_bytes=args.max_unwritten_bytes,
+            max_unwritten_messages=args.max_unwritten_messages,
+            max_queued_messages=args.max_queued_messages or None,
+            max_queued_bytes=args.max_queued_bytes or None,
+            write_stall_timeout=args.write_stall_timeout or None,
+            max_session_expiry=args.max_session_expiry,
+            maximum_qos=args.max_qos,
+            retain_available=not args.no_retain,
             deny_subscription=(lambda client_id, sub: any(
                 overlap(d, sub.topic_filter) for d in denied)) if denied else None,
         )

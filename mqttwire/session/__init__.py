@@ -29,6 +29,7 @@ from .events import (
     Connected,
     ConnectionClosed,
     ConnectRefused,
+    DeliveriesDropped,
     Disconnected,
     Event,
     MessagePublished,
@@ -49,6 +50,7 @@ from .server import (
     Outgoing,
     ServerConnection,
     ServerSession,
+    SessionStats,
 )
 
 __all__ = [
@@ -78,6 +80,8 @@ __all__ = [
     "ConnectionClosed",
     "WillPublished",
     "SessionExpired",
+    "DeliveriesDropped",
+    "SessionStats",
     "Connected",
     "ConnectRefused",
     "MessageReceived",

@@ -28,6 +28,7 @@ __all__ = [
     "ConnectionClosed",
     "WillPublished",
     "SessionExpired",
+    "DeliveriesDropped",
     # client side
     "Connected",
     "ConnectRefused",
@@ -134,6 +135,23 @@ class SessionExpired(Event):
     (MQTT 5.0 §3.1.2.11.2), or its connection closed with an interval of 0."""
 
     client_id: str
+
+
+@dataclass(frozen=True, eq=False)
+class DeliveriesDropped(Event):
+    """The session's bounds (``BrokerConfig``, docs/session.md "Bounds") made the server
+    drop a message for ``client_id``.  Reported once per episode: at the first drop
+    since the bound was last clear, not for every message; ``ServerSession.stats``
+    counts them all.
+
+    ``reason``: ``"unwritten"`` (a QoS 0 message, the connection's unwritten output at
+    ``max_unwritten_bytes``/``max_unwritten_messages``) or ``"queue full"`` (the session's
+    queue at ``max_queued_messages``/``max_queued_bytes``: the new message is dropped);
+    ``total``: the session's count for that reason so far."""
+
+    client_id: str
+    reason: str
+    total: int
 
 
 # ---------------------------------------------------------------------------------------
