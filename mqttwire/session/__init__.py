@@ -19,10 +19,19 @@ Each takes ``codec``: ``mqttwire._speedups`` or ``mqttwire._pure`` (None: the on
 from __future__ import annotations
 
 from .aliases import InboundAliases, OutboundAliases
+from .auth import (
+    Accept,
+    AuthRequest,
+    Challenge,
+    ConnectionInfo,
+    Principal,
+    Refuse,
+)
 from .client import ClientSession, ClientState, OutgoingMessage, ReceivedMessage
 from .errors import SessionError
 from .events import (
     ClientConnected,
+    ClientReauthenticated,
     ClientRefused,
     ClientSubscribed,
     ClientUnsubscribed,
@@ -34,6 +43,7 @@ from .events import (
     MessagePublished,
     MessageReceived,
     PublishCompleted,
+    Reauthenticated,
     SessionExpired,
     SubscribeCompleted,
     UnsubscribeCompleted,
@@ -69,9 +79,16 @@ __all__ = [
     "InboundAliases",
     "OutboundAliases",
     "SessionError",
+    "ConnectionInfo",
+    "AuthRequest",
+    "Accept",
+    "Refuse",
+    "Challenge",
+    "Principal",
     "Event",
     "ClientConnected",
     "ClientRefused",
+    "ClientReauthenticated",
     "MessagePublished",
     "ClientSubscribed",
     "ClientUnsubscribed",
@@ -80,6 +97,7 @@ __all__ = [
     "SessionExpired",
     "Connected",
     "ConnectRefused",
+    "Reauthenticated",
     "MessageReceived",
     "PublishCompleted",
     "SubscribeCompleted",
