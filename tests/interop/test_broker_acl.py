@@ -358,3 +358,44 @@ def test_read_access_as_mosquitto(example: Broker, mosquitto_delivered: dict[str
                                   mosquitto_sub: Callable[..., Any]) -> None:
     assert mosquitto_delivered == READ
     assert delivered(example, mosquitto_sub) == READ
+
+
+# ---------------------------------------------------------------------------------------
+# paho-mqtt
+
+
+def test_paho_sees_the_codes(example: Broker) -> None:
+    """paho-mqtt 2.2 at 5.0: CONNACK 0x86 for a bad password; PUBACK 0x87 for a PUBLISH
+    the ACL refuses, 0x00 for one it allows; at 3.1.1 the refused PUBLISH completes too."""
+    mqtt = pytest.importorskip("paho.mqtt.client", reason="paho-mqtt not installed")
+    results: queue.Queue[tuple[str, int]] = queue.Queue()
+
+    def make(level: Any, client_id: str, user: str, password: str) -> Any:
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                             protocol=level, reconnect_on_failure=False)
+        client.username_pw_set(user, password)
+        client.on_connect = lambda c, u, f, reason, p: results.put(("connack", reason.value))
+        client.on_publish = lambda c, u, mid, reason, p: results.put(("ack", reason.value))
+        client.connect(example.host, example.port)
+        client.loop_start()
+        return client
+
+    clients = []
+    try:
+        clients.append(make(mqtt.MQTTv5, "paho-bad", "alice", "wrong"))
+        assert results.get(timeout=TIMEOUT) == ("connack", 0x86)
+        for level in (mqtt.MQTTv5, mqtt.MQTTv311):
+            client = make(level, f"paho-{level}", "alice", "secret")
+            clients.append(client)
+            assert results.get(timeout=TIMEOUT) == ("connack", 0)
+            codes = []
+            for topic in ("alice/secret", "alice/ok"):
+                client.publish(topic, b"x", qos=1)
+                codes.append(results.get(timeout=TIMEOUT))
+            assert codes == ([("ack", 0x87), ("ack", 0)] if level == mqtt.MQTTv5
+                             else [("ack", 0), ("ack", 0)])
+    finally:
+        for client in clients:
+            with contextlib.suppress(Exception):
+                client.disconnect()
+            client.loop_stop()
