@@ -14,6 +14,7 @@ import math
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -115,7 +116,7 @@ class BrokerConfig:
     authenticate: Authenticate | None = None
     #: The 5.0 Authentication Methods ``authenticate`` handles; a CONNECT with another
     #: is refused with 0x8C Bad authentication method [MQTT-4.12.0-1] without a call.
-    authentication_methods: frozenset[str] = frozenset()
+    authentication_methods: AbstractSet[str] = frozenset()
     #: May this client publish here?  No: a QoS 0 message is dropped, QoS 1/2 gets
     #: PUBACK/PUBREC 0x87 in 5.0 and is acknowledged and dropped in 3.x (as Mosquitto
     #: does); a will is not published.

@@ -283,12 +283,15 @@ WRITTEN = ["public/a", "alice/a", "alice/secret", "shared/a", "inbox/a",
            "clients/alicesub/x", "clients/anonsub/x", "users/alice/x", "users/bob/x",
            "secret/x"]
 
-# What each may read (Mosquitto's answer, written out).
+# What each may read (Mosquitto's answer, written out).  alice's wills: to alice/will
+# (hers to write) and to public/will (not: never published, though the CONNECT was
+# accepted, as Mosquitto does).
 READ = {
-    "alice": {"alice/a", "shared/a", "clients/alicesub/x", "users/alice/x", "alice/ok311"},
+    "alice": {"alice/a", "shared/a", "clients/alicesub/x", "users/alice/x", "alice/ok311",
+              "alice/will"},
     "bob": {"shared/a", "users/bob/x"},
     "anonymous": {"public/a", "clients/anonsub/x"},
-    "carol": set(WRITTEN) | {"alice/ok311", "clients/anonp/y"},
+    "carol": set(WRITTEN) | {"alice/ok311", "clients/anonp/y", "alice/will"},
 }
 
 
@@ -298,6 +301,12 @@ def delivered(broker: Broker, mosquitto_sub: Callable[..., Any]) -> dict[str, se
         subs[name] = mosquitto_sub("-h", broker.host, "-p", str(broker.port), "-V", version,
                                    "-i", client_id, "-t", "#", "-v", *args)
         subs[name].wait_subscribed()
+    for n, will in enumerate(("alice/will", "public/will")):
+        dying = mosquitto_sub("-h", broker.host, "-p", str(broker.port), "-V", "5",
+                              "-i", f"willer{n}", "-t", "nothing", "--will-topic", will,
+                              "--will-payload", "gone", *login("alice", "secret"))
+        dying.wait_subscribed()
+        dying.proc.kill()  # no DISCONNECT: the will goes out (if alice may write there)
     for topic in WRITTEN:  # carol may write anywhere
         publish(broker, "5", "carolp", login("carol", "pw3"), topic)
     # alice at 3.1.1, QoS 2: the refused one is acknowledged (PUBREC) and dropped.
@@ -349,7 +358,7 @@ def _sub_starter(started: list[subprocess.Popen[str]]) -> Callable[..., Any]:
                     timeout=max(0.01, deadline - time.monotonic())):
                 pass
 
-        return SimpleNamespace(lines=lines, wait_subscribed=wait_subscribed)
+        return SimpleNamespace(proc=proc, lines=lines, wait_subscribed=wait_subscribed)
 
     return start
 
