@@ -313,6 +313,9 @@ def test_scram_with_the_example_client(scram_broker: Any, example_client: Module
         try:
             assert client.connack.properties.authentication_method == "SCRAM-SHA-256"
             assert await client.publish("t", b"x", qos=1) == 0
+            final = await client.reauthenticate()  # the server's signature, checked
+            assert final is not None and final.startswith(b"v=")
+            assert await client.publish("t", b"y", qos=1) == 0
         finally:
             await client.disconnect()
         with pytest.raises(example_client.ConnectionRefused, match="0x86"):
