@@ -61,7 +61,9 @@ class AuthRequest:
     Authentication Data of this step's packet.  ``state`` is what the previous
     ``Challenge`` of this exchange kept (None on step 0), so that the hook itself can
     stay stateless.  ``client_id`` is the one the session will have (an assigned one
-    when the client sent none)."""
+    when the client sent none).  ``username`` and ``password`` are the CONNECT's
+    (``password`` is None on the AUTH steps; on a re-authentication ``username`` is the
+    one the client was accepted as)."""
 
     client_id: str
     username: str | None
