@@ -49,7 +49,7 @@ from mqttwire.session import (
     SessionExpired,
     WillPublished,
 )
-from mqttwire.session.auth import AuthResult
+from mqttwire.session.auth import Authenticate, AuthResult
 from mqttwire.session.mosquitto_files import AclFile, MosquittoFileError, PasswordFile
 from mqttwire.session.scram import METHOD as SCRAM
 from mqttwire.session.scram import ScramCredentials, ScramServer
@@ -200,7 +200,7 @@ def common_name(subject: str | None) -> str | None:
 
 
 def make_authenticate(passwords: PasswordFile | None, scram_users: dict[str, ScramCredentials],
-                      use_identity_as_username: bool) -> Any:
+                      use_identity_as_username: bool) -> Authenticate | None:
     """The ``authenticate`` hook of the options: SCRAM-SHA-256 for CONNECTs with that
     method, the password file for the others (none: everyone), and with
     ``--use-identity-as-username`` the certificate's CN as user name (Mosquitto's
