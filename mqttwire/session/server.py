@@ -1114,7 +1114,9 @@ class ServerConnection:
                     f"({self.broker.config.receive_maximum}) unacknowledged QoS 1/2 PUBLISHes",
                     rule="MQTT-3.3.4-7", reason_code=ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
         message = Message.received(topic, packet.payload, packet.qos, packet.retain, props, now)
-        if self._may_publish(topic, packet.qos, packet.retain):
+        # The hook's absence tested here: this runs for every PUBLISH.
+        if self.broker.config.authorize_publish is None or \
+                self._may_publish(topic, packet.qos, packet.retain):
             self.broker._route(message, session.client_id, now)
         elif self.version == 5 and packet.qos:
             # Refused: 5.0 says so with PUBACK/PUBREC 0x87 Not authorized (§3.4.2.1,
