@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._constants import ReasonCode
+from .._constants import REASON_CODES, PacketType, ReasonCode
 
 __all__ = [
     "ConnectionInfo",
@@ -108,9 +108,11 @@ class Refuse:
     reason: str = "not authorized"
 
     def __post_init__(self) -> None:
-        if not 0x80 <= self.reason_code <= 0xFF:
-            raise ValueError(f"a refusal's reason code is 0x80 or more, not "
-                             f"0x{self.reason_code:02X} ([MQTT-3.2.2-7] uses 0x80 and above)")
+        # Checked here, where the application gives it: the CONNACK's encoder would
+        # refuse it later, inside the broker's receive_data.
+        if self.reason_code < 0x80 or self.reason_code not in REASON_CODES[PacketType.CONNACK]:
+            raise ValueError(f"0x{self.reason_code:02X} is not a CONNACK failure reason code "
+                             "(MQTT 5.0 §3.2.2.2: 0x80 and above, as listed there)")
 
 
 @dataclass(frozen=True)

@@ -97,9 +97,10 @@ def test_refusal_codes_per_level(codec: ModuleType, version: int, code: int,
     assert "dev-1" not in broker.sessions
 
 
-def test_refuse_needs_a_failure_code() -> None:
-    with pytest.raises(ValueError, match="0x80 or more"):
-        Refuse(0x00)
+@pytest.mark.parametrize("code", [0x00, 0x18, 0x8D, 0x300])
+def test_refuse_needs_a_connack_failure_code(code: int) -> None:
+    with pytest.raises(ValueError, match="not a CONNACK failure reason code"):
+        Refuse(code)
 
 
 def test_username_from_accept_replaces_the_connects(codec: ModuleType) -> None:
