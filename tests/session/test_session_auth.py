@@ -687,3 +687,19 @@ def test_client_exchange_never_raises_on_peer_input(codec: ModuleType,
     events += session.receive_data(second, 2.0) + session.tick(1000.0)
     assert not session.connected or not of_type(events, Disconnected)
     server.received()
+
+
+@SETTINGS
+@given(first=st.binary(max_size=60), final=st.binary(max_size=120))
+def test_scram_server_answers_any_bytes(first: bytes, final: bytes) -> None:
+    creds = ScramCredentials.from_password("pw", iterations=1, salt=b"s")
+    server = ScramServer({"alice": creds}, nonce=lambda: "N")
+    info = ConnectionInfo()
+    # Random client-first, then a valid one followed by a random client-final.
+    answer = server(AuthRequest("c", None, None, 5, info, METHOD, first))
+    assert isinstance(answer, (Challenge, Refuse))
+    challenge = server(AuthRequest("c", None, None, 5, info, METHOD, b"n,,n=alice,r=x"))
+    assert isinstance(challenge, Challenge)
+    done = server(AuthRequest("c", None, None, 5, info, METHOD, final, 1,
+                              state=challenge.state))
+    assert isinstance(done, Refuse)  # random bytes never prove the password
