@@ -167,13 +167,13 @@ def login(user: str | None, password: str | None = None) -> list[str]:
 
 
 def publish(broker: Broker, version: str, client_id: str, args: list[str], topic: str,
-            qos: int = 1) -> tuple[str, int]:
+            qos: int = 1, *extra: str) -> tuple[str, int]:
     """Run mosquitto_pub: ("refused", CONNACK code) or ("acknowledged", PUBACK/PUBREC
     reason code, 0 before 5.0), or ("sent", 0) at QoS 0."""
     program = _program("mosquitto_pub", "mosquitto-clients")
     done = subprocess.run(
         [program, "-h", broker.host, "-p", str(broker.port), "-V", version, "-i", client_id,
-         "-d", "-q", str(qos), "-t", topic, "-m", "x", *args],
+         "-d", "-q", str(qos), "-t", topic, "-m", "x", *args, *extra],
         capture_output=True, text=True, timeout=TIMEOUT, check=False)
     output = done.stdout + done.stderr
     if done.returncode != 0:
@@ -283,19 +283,24 @@ WRITTEN = ["public/a", "alice/a", "alice/secret", "shared/a", "inbox/a",
            "clients/alicesub/x", "clients/anonsub/x", "users/alice/x", "users/bob/x",
            "secret/x"]
 
+# Retained before anyone subscribes: sent on subscription to those who may read them.
+RETAINED = ["alice/retained", "public/retained"]
+
 # What each may read (Mosquitto's answer, written out).  alice's wills: to alice/will
 # (hers to write) and to public/will (not: never published, though the CONNECT was
 # accepted, as Mosquitto does).
 READ = {
     "alice": {"alice/a", "shared/a", "clients/alicesub/x", "users/alice/x", "alice/ok311",
-              "alice/will"},
+              "alice/will", "alice/retained"},
     "bob": {"shared/a", "users/bob/x"},
-    "anonymous": {"public/a", "clients/anonsub/x"},
-    "carol": set(WRITTEN) | {"alice/ok311", "clients/anonp/y", "alice/will"},
+    "anonymous": {"public/a", "clients/anonsub/x", "public/retained"},
+    "carol": set(WRITTEN) | {"alice/ok311", "clients/anonp/y", "alice/will", *RETAINED},
 }
 
 
 def delivered(broker: Broker, mosquitto_sub: Callable[..., Any]) -> dict[str, set[str]]:
+    for topic in RETAINED:
+        publish(broker, "5", "carolp", login("carol", "pw3"), topic, 1, "-r")
     subs = {}
     for name, (args, client_id, version) in SUBSCRIBERS.items():
         subs[name] = mosquitto_sub("-h", broker.host, "-p", str(broker.port), "-V", version,
