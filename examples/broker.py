@@ -7,10 +7,13 @@ messages; wildcard, overlapping and shared subscriptions and the 5.0 subscriptio
 options; wills with the 5.0 Will Delay Interval; keep-alive, with a Server Keep Alive
 cap; clean and persistent sessions with Session Expiry; message expiry; Receive Maximum,
 Maximum Packet Size and Topic Aliases both ways; properties forwarded intact.  This file
-is only the glue: it accepts connections, feeds what they read to the broker, writes
-what the broker queued, closes the sockets it says to close (lingering first when it
-says so: ``Outgoing.linger``), and calls ``tick`` when ``next_deadline`` comes.  The
-options set the broker's limits and a subscribe deny rule.
+is only the glue: it accepts connections (over TLS with ``--certfile``), feeds what they
+read to the broker, writes what the broker queued, closes the sockets it says to close
+(lingering first when it says so: ``Outgoing.linger``), and calls ``tick`` when
+``next_deadline`` comes.  The options set the broker's limits, a subscribe deny rule,
+and who may connect and do what: Mosquitto's own password and ACL files
+(``--password-file``, ``--acl-file``, read by ``mqttwire.session.mosquitto_files``), TLS
+client certificates, and SCRAM-SHA-256 enhanced authentication (``--scram-user``).
 
 Memory is bounded by policy (docs/session.md, "Bounds"): each transport's write buffer
 has the broker's ``max_unwritten_bytes`` as its high-water mark, and after every write
@@ -19,7 +22,7 @@ transport still holds (``ServerConnection.set_unwritten``), so that QoS 0 messag
 client that does not read are dropped and QoS 1/2 ones wait, within the session's queue
 bounds, instead of piling up in the socket's buffer.
 
-Left out: enhanced authentication, persistence, TLS, access control beyond ``--deny``.
+Left out: persistence.
 
 Run it with ``python examples/broker.py --host 127.0.0.1 --port 1883`` (port 0 picks a
 free one).  The first line it prints is ``listening on HOST:PORT``.
@@ -30,23 +33,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import ssl
 import sys
 from typing import Any
 
 import mqttwire as mw
 from mqttwire.session import (
+    Accept,
+    AuthRequest,
     Broker,
     BrokerConfig,
     ClientConnected,
+    ClientReauthenticated,
     ClientRefused,
     ClientSubscribed,
     ConnectionClosed,
+    ConnectionInfo,
     DeliveriesDropped,
     Event,
+    Refuse,
     ServerConnection,
     SessionExpired,
     WillPublished,
 )
+from mqttwire.session.auth import Authenticate, AuthResult
+from mqttwire.session.mosquitto_files import AclFile, MosquittoFileError, PasswordFile
+from mqttwire.session.scram import METHOD as SCRAM
+from mqttwire.session.scram import ScramCredentials, ScramServer
 
 log = logging.getLogger("broker")
 
@@ -159,8 +172,10 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         peer = transport.get_extra_info("peername")
-        self.conn = self.server.broker.new_connection(
-            self.server.loop.time(), name=f"{peer[0]}:{peer[1]}" if peer else None)
+        tls = transport.get_extra_info("ssl_object") is not None
+        subject = certificate_subject(transport.get_extra_info("peercert"))
+        info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else None, subject, tls)
+        self.conn = self.server.broker.new_connection(self.server.loop.time(), info=info)
         self.server.transports[self.conn] = transport
         self.transport = transport
         # The transport pauses us (pause_writing) at the connection's bound (asyncio
@@ -196,11 +211,60 @@ class Connection(asyncio.Protocol):
         self.server.flush(self.conn.connection_lost(self.server.loop.time()))
 
 
+def certificate_subject(cert: dict[str, Any] | None) -> str | None:
+    """A verified client certificate's subject as ``CN=...,O=...`` (in the certificate's
+    order), or None (no TLS, no certificate)."""
+    if not cert or "subject" not in cert:
+        return None
+    return ",".join(f"{_SHORT.get(k, k)}={v}" for rdn in cert["subject"] for k, v in rdn)
+
+
+_SHORT = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+          "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+          "emailAddress": "emailAddress"}
+
+
+def common_name(subject: str | None) -> str | None:
+    """The CN of a subject made by ``certificate_subject``."""
+    for part in (subject or "").split(","):
+        if part.startswith("CN="):
+            return part[3:]
+    return None
+
+
+def make_authenticate(passwords: PasswordFile | None, scram_users: dict[str, ScramCredentials],
+                      use_identity_as_username: bool) -> Authenticate | None:
+    """The ``authenticate`` hook of the options: SCRAM-SHA-256 for CONNECTs with that
+    method, the password file for the others (none: everyone), and with
+    ``--use-identity-as-username`` the certificate's CN as user name (Mosquitto's
+    option: the CONNECT's user name and password are then ignored, and a connection
+    without a certificate is refused)."""
+
+    def plain(request: AuthRequest) -> AuthResult:
+        if use_identity_as_username:
+            name = common_name(request.connection.certificate_subject)
+            if name is None:
+                return Refuse(0x87, "no client certificate to take the user name from")
+            return Accept(username=name)
+        if passwords is not None:
+            return passwords(request)
+        return Accept()
+
+    if scram_users:
+        return ScramServer(scram_users, fallback=plain)
+    if passwords is None and not use_identity_as_username:
+        return None
+    return plain
+
+
 def describe(event: Event) -> None:
     """The log line of a server event (``--verbose``)."""
     if isinstance(event, ClientConnected):
         log.info("%s: %s connected at level %d%s", event.connection.name, event.client_id,
                  event.version, " (session resumed)" if event.session_present else "")
+    elif isinstance(event, ClientReauthenticated):
+        log.info("%s: %s re-authenticated as %s", event.connection.name, event.client_id,
+                 event.principal.username)
     elif isinstance(event, ClientRefused):
         log.info("%s: CONNECT refused with 0x%02X: %s", event.connection.name,
                  event.reason_code, event.reason)
@@ -223,10 +287,12 @@ class CannotListen(Exception):
     """The listening socket could not be opened (the port taken, an unknown host, ...)."""
 
 
-async def serve(host: str, port: int, config: BrokerConfig) -> None:
+async def serve(host: str, port: int, config: BrokerConfig,
+                tls: ssl.SSLContext | None = None) -> None:
     server = Server(config)
     try:
-        listener = await server.loop.create_server(lambda: Connection(server), host, port)
+        listener = await server.loop.create_server(lambda: Connection(server), host, port,
+                                                   ssl=tls)
     except OSError as exc:  # socket.gaierror included
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     address = listener.sockets[0].getsockname()
@@ -299,6 +365,28 @@ def main(argv: list[str] | None = None) -> None:
                         help="Maximum QoS accepted and granted (2)")
     bounds.add_argument("--no-retain", action="store_true",
                         help="no retained messages (Retain Available 0)")
+    access = parser.add_argument_group("who may connect and do what (Mosquitto's files)")
+    access.add_argument("--password-file", metavar="FILE",
+                        help="Mosquitto password file (mosquitto_passwd: $7$ or $6$ hashes)")
+    access.add_argument("--allow-anonymous", action="store_true",
+                        help="with --password-file: accept CONNECTs without a user name "
+                        "(Mosquitto's allow_anonymous true)")
+    access.add_argument("--acl-file", metavar="FILE",
+                        help="Mosquitto ACL file: who may publish to and read which topics")
+    access.add_argument("--scram-user", action="append", default=[], metavar="USER:PASSWORD",
+                        help="accept 5.0 enhanced authentication SCRAM-SHA-256 for USER; "
+                        "repeatable (a demonstration: a deployment stores its users' "
+                        "ScramCredentials, never passwords)")
+    tls = parser.add_argument_group("TLS (as Mosquitto's listener options)")
+    tls.add_argument("--certfile", metavar="PEM", help="server certificate: listen with TLS")
+    tls.add_argument("--keyfile", metavar="PEM", help="server private key")
+    tls.add_argument("--cafile", metavar="PEM",
+                     help="CA certificates that client certificates are verified against")
+    tls.add_argument("--require-certificate", action="store_true",
+                     help="refuse TLS clients without a valid certificate (needs --cafile)")
+    tls.add_argument("--use-identity-as-username", action="store_true",
+                     help="the client certificate's CN is the user name (needs "
+                     "--require-certificate); user names and passwords are ignored")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
@@ -308,6 +396,36 @@ def main(argv: list[str] | None = None) -> None:
         except mw.MQTTWireError as exc:
             parser.error(f"--deny {topic_filter!r}: {exc}")
     denied: list[str] = args.deny
+    try:
+        passwords = PasswordFile.load(args.password_file, allow_anonymous=args.allow_anonymous) \
+            if args.password_file else None
+        acl = AclFile.load(args.acl_file) if args.acl_file else None
+    except (OSError, MosquittoFileError) as exc:
+        parser.error(str(exc))
+    scram_users: dict[str, ScramCredentials] = {}
+    for item in args.scram_user:
+        name, sep, password = item.partition(":")
+        if not sep or not name:
+            parser.error(f"--scram-user {item!r}: not USER:PASSWORD")
+        scram_users[name] = ScramCredentials.from_password(password)
+    context = None
+    if args.certfile or args.keyfile or args.cafile or args.require_certificate:
+        if not args.certfile:
+            parser.error("TLS needs --certfile (and --keyfile unless the key is in it)")
+        if (args.require_certificate or args.use_identity_as_username) and not args.cafile:
+            parser.error("--require-certificate needs --cafile to verify certificates with")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(args.certfile, args.keyfile)
+            if args.cafile:
+                context.load_verify_locations(args.cafile)
+        except (OSError, ssl.SSLError) as exc:
+            parser.error(f"TLS: {exc}")
+        if args.cafile:
+            context.verify_mode = ssl.CERT_REQUIRED if args.require_certificate else \
+                ssl.CERT_OPTIONAL
+    if args.use_identity_as_username and not args.require_certificate:
+        parser.error("--use-identity-as-username needs --require-certificate")
     try:
         config = BrokerConfig(
             max_keep_alive=args.max_keep_alive,
@@ -325,11 +443,16 @@ def main(argv: list[str] | None = None) -> None:
             retain_available=not args.no_retain,
             deny_subscription=(lambda client_id, sub: any(
                 overlap(d, sub.topic_filter) for d in denied)) if denied else None,
+            authenticate=make_authenticate(passwords, scram_users,
+                                           args.use_identity_as_username),
+            authentication_methods=frozenset({SCRAM} if scram_users else ()),
+            authorize_publish=acl.may_publish if acl is not None else None,
+            authorize_delivery=acl.may_read if acl is not None else None,
         )
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        asyncio.run(serve(args.host, args.port, config))
+        asyncio.run(serve(args.host, args.port, config, context))
     except KeyboardInterrupt:
         pass
     except CannotListen as exc:  # not a usage error: the same command may work later

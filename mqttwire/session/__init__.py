@@ -19,10 +19,19 @@ Each takes ``codec``: ``mqttwire._speedups`` or ``mqttwire._pure`` (None: the on
 from __future__ import annotations
 
 from .aliases import InboundAliases, OutboundAliases
+from .auth import (
+    Accept,
+    AuthRequest,
+    Challenge,
+    ConnectionInfo,
+    Principal,
+    Refuse,
+)
 from .client import ClientSession, ClientState, OutgoingMessage, ReceivedMessage
 from .errors import SessionError
 from .events import (
     ClientConnected,
+    ClientReauthenticated,
     ClientRefused,
     ClientSubscribed,
     ClientUnsubscribed,
@@ -35,6 +44,7 @@ from .events import (
     MessagePublished,
     MessageReceived,
     PublishCompleted,
+    Reauthenticated,
     SessionExpired,
     SubscribeCompleted,
     UnsubscribeCompleted,
@@ -71,9 +81,16 @@ __all__ = [
     "InboundAliases",
     "OutboundAliases",
     "SessionError",
+    "ConnectionInfo",
+    "AuthRequest",
+    "Accept",
+    "Refuse",
+    "Challenge",
+    "Principal",
     "Event",
     "ClientConnected",
     "ClientRefused",
+    "ClientReauthenticated",
     "MessagePublished",
     "ClientSubscribed",
     "ClientUnsubscribed",
@@ -84,6 +101,7 @@ __all__ = [
     "SessionStats",
     "Connected",
     "ConnectRefused",
+    "Reauthenticated",
     "MessageReceived",
     "PublishCompleted",
     "SubscribeCompleted",

@@ -22,6 +22,7 @@ __all__ = [
     # server side
     "ClientConnected",
     "ClientRefused",
+    "ClientReauthenticated",
     "MessagePublished",
     "ClientSubscribed",
     "ClientUnsubscribed",
@@ -32,6 +33,7 @@ __all__ = [
     # client side
     "Connected",
     "ConnectRefused",
+    "Reauthenticated",
     "MessageReceived",
     "PublishCompleted",
     "SubscribeCompleted",
@@ -68,6 +70,17 @@ class ClientRefused(Event):
     connection: ServerConnection
     reason_code: int
     reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class ClientReauthenticated(Event):
+    """A 5.0 re-authentication (§4.12.1) succeeded: AUTH 0x00 Success queued.
+    ``principal`` is who the client now is (``mqttwire.session.auth.Principal``); a
+    refused one closes the connection (``ConnectionClosed``)."""
+
+    connection: ServerConnection
+    client_id: str
+    principal: Any
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,6 +189,14 @@ class ConnectRefused(Event):
 
     connack: Any
     reason_code: int
+
+
+@dataclass(frozen=True, eq=False)
+class Reauthenticated(Event):
+    """The server answered our re-authentication (``ClientSession.reauthenticate``) with
+    AUTH 0x00 Success, and the authenticator accepted its final data."""
+
+    data: bytes | None
 
 
 @dataclass(frozen=True, eq=False)
