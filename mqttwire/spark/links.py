@@ -243,7 +243,7 @@ class Link:
             return b""
         try:
             raw = self.sock.recv(_CHUNK)
-        except ConnectionResetError:
+        except (ConnectionResetError, BrokenPipeError):
             if self._tls is not None and not self._received_any:
                 raise self._tls_failure(None) from None
             raise
@@ -261,11 +261,16 @@ class Link:
         """Send ``data`` (MQTT bytes) whole: in one binary WebSocket message, encrypted."""
         with self._lock:
             if self._ws is not None:
+                from websockets.protocol import State
+
+                if self._ws.state is not State.OPEN:
+                    raise LinkError(f"the WebSocket to {self.endpoint.url} is "
+                                    f"{self._ws.state.name.lower()}")
                 self._ws.send_binary(data)
                 data = b"".join(self._ws.data_to_send())
             try:
                 self._send_wire(data)
-            except ConnectionResetError:
+            except (ConnectionResetError, BrokenPipeError):
                 if self._tls is not None and not self._received_any:
                     raise self._tls_failure(None) from None  # what the reset means
                 raise
@@ -505,6 +510,8 @@ class Link:
             if events:  # the Response, and any frames after it
                 break
         if ws.subprotocol != "mqtt":
+            ws.fail(1002, "no subprotocol mqtt")  # protocol error (RFC 6455 §4.1, §7.4.1)
+            self._send_wire(b"".join(ws.data_to_send()))
             raise LinkError(f"{endpoint.url} accepted the WebSocket without the subprotocol "
                             f"'mqtt' ({ws.subprotocol or 'none'}): the server must select "
                             "'mqtt' [MQTT-6.0.0-4]")
