@@ -3,7 +3,8 @@
 #
 # Works on a fresh clone of a Debian machine, and is what CI runs (.ci/run):
 #   1. installs what the suite needs from the system when missing (apt-get, as root):
-#      mosquitto, mosquitto-clients, tcpdump, tshark, and Java for Spark;
+#      mosquitto, mosquitto-clients, tcpdump, tshark, openssl (the TLS tests' certificates),
+#      and Java for Spark;
 #   2. creates the virtualenv .venv (reused when present) and installs mqttwire into it,
 #      editable, with the test and spark extras: this compiles the Cython extensions in place;
 #   3. runs the whole pytest suite from the repository root: every codec test runs against
@@ -35,13 +36,13 @@ source scripts/_venv.sh
 started=$SECONDS
 pure=${MQTTWIRE_PURE_PYTHON:-}
 
-section "System tools: mosquitto, mosquitto-clients, tcpdump, tshark, Java"
+section "System tools: mosquitto, mosquitto-clients, tcpdump, tshark, openssl, Java"
 # Looked up on PATH only, as the tests look them up (shutil.which): a tool that is
 # installed but not on PATH (mosquitto and tcpdump live in /usr/sbin) is reported here and
 # makes its tests fail under CI, rather than being found here and missed there.
 missing=()
 for tool in mosquitto:mosquitto mosquitto_pub:mosquitto-clients tcpdump:tcpdump \
-    tshark:tshark java:openjdk-17-jre-headless; do
+    tshark:tshark openssl:openssl java:openjdk-17-jre-headless; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -eq 0 ]; then
