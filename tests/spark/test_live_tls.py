@@ -312,7 +312,10 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
+#: The Spark query (about 20 s, and the session's start) runs in .ci/run's first pass
+#: only: the subscriber under it is tested over TLS on both codecs above.
 @pytest.mark.spark
+@pytest.mark.once
 def test_a_query_over_mutual_tls(spark: Any, tls_broker: TlsBroker) -> None:
     """The source's options as a user gives them: rows arrive in the query's table;
     then a query with the wrong CA fails, saying so."""
