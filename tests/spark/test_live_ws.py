@@ -248,6 +248,58 @@ def test_a_refused_path() -> None:
     assert "HTTP 404" in said, said
 
 
+def test_mqtt_bytes_in_the_handshake_response_segment_are_kept() -> None:
+    """A server whose 101 response and first frame (CONNACK) leave in one segment: the
+    link reads both in one recv during the handshake, and the CONNACK must still reach the
+    session (the link holds it and reports itself readable at once).  A raw socket
+    server, to put both in one write; the frames are RFC 6455's, unmasked from a
+    server."""
+    import base64
+    import hashlib
+
+    server = socket.create_server((HOST, 0))
+    answered: list[bytes] = []
+
+    def frame(payload: bytes) -> bytes:
+        return bytes([0x82, len(payload)]) + payload  # FIN, binary; payloads < 126 here
+
+    def unmask(data: bytes) -> bytes:  # one short masked client frame
+        mask, payload = data[2:6], data[6:6 + (data[1] & 0x7F)]
+        return bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = server.accept()
+            with conn:
+                request = conn.recv(4096).decode()
+                key = re.search(r"(?i)^sec-websocket-key: *(\S+)", request, re.M)
+                assert key is not None
+                accept = base64.b64encode(hashlib.sha1(
+                    key.group(1).encode() + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+                ).digest()).decode()
+                conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                             b"Connection: Upgrade\r\nSec-WebSocket-Protocol: mqtt\r\n"
+                             b"Sec-WebSocket-Accept: " + accept.encode() + b"\r\n\r\n"
+                             + frame(bytes([0x20, 3, 0, 0, 0])))  # CONNACK, 5.0
+                conn.recv(4096)  # CONNECT
+                subscribe = unmask(conn.recv(4096))
+                conn.sendall(frame(bytes([0x90, 4, subscribe[2], subscribe[3], 0, 1])))
+                answered.append(subscribe)
+                conn.recv(4096)  # DISCONNECT, or the end
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    sub = subscriber(Endpoint(HOST, port, None, "/mqtt"), 5)
+    try:
+        sub.start()  # no CONNACK: "no CONNACK and SUBACK ... within"
+        assert sub.error is None and answered and answered[0][0] == 0x82  # SUBSCRIBE
+    finally:
+        sub.close()
+        server.close()
+        thread.join(10)
+
+
 def test_a_port_that_is_no_websocket() -> None:
     """An MQTT port (or anything that closes on an HTTP request)."""
     server = socket.create_server((HOST, 0))
