@@ -376,10 +376,13 @@ class Link:
         assert tls is not None
         reason = getattr(exc, "reason", None) or ""
         url = self.endpoint.url
-        if reason == "TLSV13_ALERT_CERTIFICATE_REQUIRED" or (
-                reason == "SSLV3_ALERT_HANDSHAKE_FAILURE" and not tls.cert_file):
+        if reason == "TLSV13_ALERT_CERTIFICATE_REQUIRED":
             return LinkError(f"the broker at {url} requires a client certificate "
                              f"(certFile/keyFile): {exc}")
+        if reason == "SSLV3_ALERT_HANDSHAKE_FAILURE" and not tls.cert_file:
+            # TLS 1.2's answer to a missing client certificate, among other things.
+            return LinkError(f"the broker at {url} refused the TLS handshake ({exc}): does "
+                             "it require a client certificate (certFile/keyFile)?")
         if exc is None and not tls.cert_file:
             # TLS 1.3 ends the client's side of the handshake before the server has
             # checked the client's certificate: a broker that wants one and got none
