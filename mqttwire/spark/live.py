@@ -9,8 +9,9 @@
                 .option("clientId", "spark-sensors").load())
 
 How it works: the driver side of the source (Spark runs it in a Python process of its
-own for the query's lifetime) holds one MQTT connection, a :class:`.subscriber.Subscriber`
-over the session layer (:mod:`mqttwire.session`), which keeps every message received,
+own for the query's lifetime) holds one MQTT connection (TCP, TLS or WebSocket:
+:mod:`.links`), a :class:`.subscriber.Subscriber` over the session layer
+(:mod:`mqttwire.session`), which keeps every message received,
 in order.  Each micro-batch takes the messages received since the last one; its offsets
 are message counts (``{"seq": n}``).  The batch's rows travel to one task in its input
 partition, already an Arrow batch in :data:`SCHEMA`, which the task returns.
@@ -210,7 +211,9 @@ class LiveOptions:
                           endpoint=self.endpoint)
 
 
-_TLS_OPTIONS = ("cafile", "certfile", "keyfile", "keypassword", "tlsinsecure")
+#: The TLS options, lowercased (as ``parse`` holds them) and as documented.
+_TLS_OPTIONS = {"cafile": "caFile", "certfile": "certFile", "keyfile": "keyFile",
+                "keypassword": "keyPassword", "tlsinsecure": "tlsInsecure"}
 
 
 def _tls_options(opts: Mapping[str, str], scheme: str, tls: bool) -> TlsOptions | None:
@@ -218,11 +221,9 @@ def _tls_options(opts: Mapping[str, str], scheme: str, tls: bool) -> TlsOptions 
     from .links import TlsOptions
 
     if not tls:
-        given = [name for name in _TLS_OPTIONS if name in opts]
+        given = [name for lower, name in _TLS_OPTIONS.items() if lower in opts]
         if given:
-            names = {"cafile": "caFile", "certfile": "certFile", "keyfile": "keyFile",
-                     "keypassword": "keyPassword", "tlsinsecure": "tlsInsecure"}
-            raise ValueError(f"mqtt source: option {names[given[0]]} is for TLS: use "
+            raise ValueError(f"mqtt source: option {given[0]} is for TLS: use "
                              f"mqtts://, ssl:// or wss://, not {scheme}://")
         return None
     insecure = opts.get("tlsinsecure", "false").lower()
