@@ -1,7 +1,8 @@
-"""A subscribing MQTT client on a socket and a thread: the I/O around
-:class:`mqttwire.session.ClientSession` that the live source (:mod:`.live`) needs.
+"""A subscribing MQTT client on a connection and a thread: the I/O around
+:class:`mqttwire.session.ClientSession` that the live source (:mod:`.live`) needs.  The
+connection is a :class:`.links.Link` (TCP, TLS, WebSocket: :mod:`.links`).
 
-The thread owns the socket's reading side: it feeds what it reads to the session, keeps
+The thread owns the connection's reading side: it feeds what it reads to the session, keeps
 the received messages in arrival order, numbered, and sends what the session queues
 (acknowledgements, PINGREQ).  QoS 1 and 2 messages are acknowledged only when
 :meth:`Subscriber.ack_through` is called (the session's manual acknowledgement), so the
@@ -16,8 +17,6 @@ Only the standard library and mqttwire: no pyspark.
 
 from __future__ import annotations
 
-import select
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from ..session import (
     SubscribeCompleted,
 )
 from ..session.client import ReceivedMessage
+from .links import Endpoint, Link
 
 __all__ = ["Received", "Subscriber", "SubscriberError"]
 
@@ -67,14 +67,17 @@ class Subscriber:
     """Connect to ``host:port``, subscribe to ``filters`` ((filter, QoS) pairs), and keep
     every message received.  ``session`` is the :class:`ClientSession` to use (its
     client id, level, Clean Start, Session Expiry, credentials; made with
-    ``auto_ack=False``)."""
+    ``auto_ack=False``).  ``endpoint``: how to reach the broker (TLS, WebSocket); default
+    plain TCP to ``host:port``."""
 
     def __init__(self, host: str, port: int, filters: Sequence[tuple[str, int]],
-                 session: ClientSession, *, connect_timeout: float = 10.0) -> None:
+                 session: ClientSession, *, connect_timeout: float = 10.0,
+                 endpoint: Endpoint | None = None) -> None:
         if session.auto_ack:
             raise ValueError("the session must be made with auto_ack=False")
         self.host = host
         self.port = port
+        self.endpoint = endpoint or Endpoint(host, port)
         self.filters = list(filters)
         self.session = session
         self.connect_timeout = connect_timeout
@@ -84,7 +87,7 @@ class Subscriber:
         self._messages: list[Received] = []  # received, not yet taken
         self._taken: list[Received] = []  # taken, not yet acknowledged
         self._seq = 0
-        self._sock: socket.socket | None = None
+        self._sock: Link | None = None
         self._ready = threading.Event()  # subscribed, or failed
         self._stop = False
         #: Disconnected.linger of the session's end (0.0 until it ended).
@@ -98,7 +101,7 @@ class Subscriber:
 
     def __repr__(self) -> str:
         state = "failed" if self.error else "subscribed" if self._ready.is_set() else "starting"
-        return (f"<Subscriber {self.session.client_id!r} to {self.host}:{self.port} {state}, "
+        return (f"<Subscriber {self.session.client_id!r} to {self.endpoint.url} {state}, "
                 f"{len(self._messages)} waiting, {len(self._taken)} unacknowledged>")
 
     # -- the caller's side ----------------------------------------------------------------
@@ -152,7 +155,7 @@ class Subscriber:
         with self._lock:
             sock, self._sock = self._sock, None
         if sock is not None:
-            _close(sock, self._linger)
+            sock.close(self._linger)
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -166,16 +169,15 @@ class Subscriber:
         data = self.session.data_to_send()
         if data and self._sock is not None:
             try:
-                self._sock.sendall(data)
+                self._sock.send_all(data)
             except OSError as exc:
                 self._fail(SubscriberError(f"sending to {self.host}:{self.port} failed: {exc}"))
 
     def _run(self) -> None:
         try:
-            sock = socket.create_connection((self.host, self.port), self.connect_timeout)
-        except OSError as exc:
-            self._fail(SubscriberError(f"cannot connect to {self.host}:{self.port}: "
-                                       f"{exc.strerror or exc}"))
+            sock = self.endpoint.open(self.connect_timeout)  # TCP, TLS, WebSocket
+        except OSError as exc:  # a LinkError: says what failed (.links)
+            self._fail(SubscriberError(str(exc)))
             return
         # Blocking with a timeout: reads happen only after select() says there is data,
         # and a burst of acknowledgements (one PUBACK per message of a committed batch)
@@ -190,8 +192,8 @@ class Subscriber:
             deadline = self.session.next_deadline()
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
             try:
-                readable, _, _ = select.select([sock], [], [], wait)
-                data = sock.recv(1 << 16) if readable else None
+                # None: nothing for MQTT (none came, or a part of a TLS record, a ping).
+                data = sock.receive() if sock.wait_readable(wait) else None
             except OSError as exc:
                 if not self._stop:
                     self._fail(SubscriberError(f"reading from {self.host}:{self.port} "
@@ -218,7 +220,7 @@ class Subscriber:
             with self._lock:
                 sock, self._sock = self._sock, None
             if sock is not None:
-                _close(sock, self._linger)
+                sock.close(self._linger)
 
     def _event(self, event: Any, now: float) -> None:
         """Handle one session event (under the lock)."""
@@ -260,24 +262,3 @@ class Subscriber:
                 why = f"{why} (reason code 0x{event.reason_code:02X})"
             self._fail(SubscriberError(f"connection to {self.host}:{self.port} ended: {why}",
                                        event.reason_code))
-
-
-def _close(sock: socket.socket, linger: float) -> None:
-    """Close the socket, lingering first when ``linger`` says so (the session's
-    ``Disconnected.linger``): the broker may still be sending (messages, while it has not
-    read our DISCONNECT), and a socket closed with unread input answers with a TCP
-    reset, on which a broker can drop the connection before it reads the DISCONNECT
-    (Mosquitto then reports the client "closed its connection" and publishes its will).
-    So shut the write side, read and discard until the broker closes or ``linger``
-    seconds pass, then close."""
-    if linger:
-        try:
-            sock.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + linger
-            while (left := deadline - time.monotonic()) > 0:
-                readable, _, _ = select.select([sock], [], [], left)
-                if readable and not sock.recv(1 << 16):
-                    break  # the broker closed its side
-        except OSError:
-            pass  # reset or gone already: nothing to wait for
-    sock.close()

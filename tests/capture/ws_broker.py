@@ -57,6 +57,16 @@ class Outgoing:
     def close(self) -> None:
         self.queue.put_nowait(None)
 
+    # examples/broker.py's close() lingers over a TCP connection (write_eof, its
+    # protocol reading on); here it closes at once, and the WebSocket's closing handshake
+    # is the orderly end.  Without these two, a client's DISCONNECT failed the handler
+    # (AttributeError) and the client got close code 1011 instead of 1000.
+    def get_protocol(self) -> None:
+        return None
+
+    def can_write_eof(self) -> bool:
+        return False
+
 
 async def _writer(ws: ServerConnection, out: Outgoing) -> None:
     queue = out.queue
