@@ -84,7 +84,9 @@ run_pytest() {
 # Every core (pytest-xdist); each test module stays on one worker, the long wheel tests
 # spread over them, and the groups of long tests start first (conftest.py,
 # pytest_collection_modifyitems; --no-loadscope-reorder keeps that order).
-PARALLEL=(-n "${MQTTWIRE_TEST_WORKERS:-auto}" --dist loadgroup --no-loadscope-reorder)
+PARALLEL=(-n "${MQTTWIRE_TEST_WORKERS:-auto}" --dist loadgroup --no-loadscope-reorder
+    --durations=30)
+# --durations: the 30 slowest tests of each pass are printed, for whoever keeps CI's time.
 
 # is_ci: whether CI is set as conftest.py's ci() reads it (anything but "", 0 or false).
 is_ci() {
