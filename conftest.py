@@ -5,7 +5,7 @@ to anything but "", "0" or "false", as GitHub Actions and this project's .ci/run
 skipped test is reported as a failure, reason included, unless the skip is on the list
 below: a missing tool, a missing Java or a missing permission must fail loudly there, never
 pass quietly.  Each entry is a skip that is right in some CI environment, with why.
-The list is documented in the README ("Tests").
+The list is documented, with why each is right, in CONTRIBUTING.md ("Running the tests").
 
 It also keeps each test module on one pytest-xdist worker (scripts/test.sh runs the suite
 with ``-n auto --dist loadgroup``): see :func:`pytest_collection_modifyitems`.

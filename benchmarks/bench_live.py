@@ -23,7 +23,15 @@ MQTTWIRE_BENCH_LIVE_TRIGGER, e.g. "500 milliseconds").
 - ``latency``: a steady rate for a few seconds; per message, the time from its publish to
   the write of the Parquet file that holds it (the file's mtime), as percentiles.
 
-Run (about 2 minutes on 2 cores; MQTTWIRE_BENCH_LIVE_QUICK=1 for a small check):
+Sources: ``mqtt`` (mqttwire's, plain TCP), ``mqtts`` (mqttwire's over mutual TLS: a
+listener of the same Mosquitto with a CA's certificate, requiring a client certificate,
+made by tests/spark/tls_certs.py; the publisher stays on plain TCP, so the difference is
+the source's connection alone; ``mqtts_over_mqtt_*``: the ratios; not in the quick check
+that CI runs, for CI's time: tests/spark/test_live_tls.py runs a query over TLS) and
+``paho`` (the sample).
+
+Run (about 2 minutes a source on 2 cores; MQTTWIRE_BENCH_LIVE_QUICK=1 for a small check;
+``-k "not paho"`` for TLS beside TCP alone):
 
     python -m pytest benchmarks/bench_live.py --benchmark-only \
         --benchmark-json=/tmp/bench-live.json
@@ -80,14 +88,37 @@ def _ready() -> None:
         pytest.skip(f"Spark needs Java: {exc}")
 
 
-@contextlib.contextmanager
-def mosquitto(tmp: Path) -> Iterator[int]:
+def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
-        port = sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+def tls_listener(tmp: Path) -> tuple[int, dict[str, str], str]:
+    """A TLS listener's port, the source's options for it (mutual TLS), and its lines of
+    Mosquitto's configuration; the certificates made by tests/spark/tls_certs.py."""
+    import importlib.util
+
+    path = REPO / "tests" / "spark" / "tls_certs.py"
+    spec = importlib.util.spec_from_file_location("tls_certs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    certs = module.make_certs(tmp)
+    port = _free_port()
+    conf = (f"listener {port} {HOST}\ncafile {certs.ca}\ncertfile {certs.server_cert}\n"
+            f"keyfile {certs.server_key}\nrequire_certificate true\n")
+    return port, {"caFile": str(certs.ca), "certFile": str(certs.client_cert),
+                  "keyFile": str(certs.client_key)}, conf
+
+
+@contextlib.contextmanager
+def mosquitto(tmp: Path, extra: str = "") -> Iterator[int]:
+    port = _free_port()
     conf = tmp / "mosquitto.conf"
     conf.write_text(f"listener {port} {HOST}\nuser {getpass.getuser()}\nallow_anonymous true\n"
-                    "max_inflight_messages 0\nmax_queued_messages 1000000\n")
+                    f"max_inflight_messages 0\nmax_queued_messages 1000000\n{extra}")
     log = (tmp / "mosquitto.log").open("w")
     proc = subprocess.Popen([shutil.which("mosquitto") or "mosquitto", "-c", str(conf)],
                             stdout=log, stderr=log)
@@ -179,13 +210,15 @@ class Query:
             self.proc.wait()
 
 
-def start_query(source: str, port: int, tmp: Path) -> Query:
+def start_query(source: str, url: str, tmp: Path, options: dict[str, str] | None = None
+                ) -> Query:
     env = dict(os.environ, SPARK_LOCAL_IP=HOST)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     out = tmp / f"out-{source}"
     proc = subprocess.Popen(
-        [sys.executable, str(JOB), source, f"mqtt://{HOST}:{port}", TOPIC, str(out),
-         str(tmp / f"checkpoint-{source}"), str(tmp / f"stop-{source}")],
+        [sys.executable, str(JOB), source, url, TOPIC, str(out),
+         str(tmp / f"checkpoint-{source}"), str(tmp / f"stop-{source}"),
+         *(f"{k}={v}" for k, v in (options or {}).items())],
         stdout=subprocess.DEVNULL, stderr=(tmp / f"{source}.log").open("w"), env=env,
         start_new_session=True)
     return Query(proc, out, tmp / f"stop-{source}")
@@ -297,12 +330,18 @@ def subscribed(query: Query, port: int, tmp: Path) -> None:
 _results: dict[str, dict[str, Any]] = {}
 
 
-@pytest.mark.parametrize("source", ["mqtt", "paho"])
+@pytest.mark.parametrize("source", ["mqtt", "paho"] if QUICK else ["mqtt", "mqtts", "paho"])
 def test_live_source(benchmark: Any, tmp_path: Path, source: str) -> None:
     _ready()
     benchmark.group = "live: Mosquitto into Parquet"
-    with mosquitto(tmp_path) as port:
-        query = start_query(source, port, tmp_path)
+    extra, options = "", None
+    if source == "mqtts":
+        tls_port, options, extra = tls_listener(tmp_path)
+    with mosquitto(tmp_path, extra) as port:
+        url = (f"mqtts://localhost:{tls_port}" if source == "mqtts"
+               else f"mqtt://{HOST}:{port}")
+        query = start_query("mqtt" if source == "mqtts" else source, url, tmp_path,
+                            options)
         try:
             subscribed(query, port, tmp_path)
             publisher = Publisher(port)
@@ -357,9 +396,12 @@ def test_live_source(benchmark: Any, tmp_path: Path, source: str) -> None:
                 trigger=os.environ.get("MQTTWIRE_BENCH_LIVE_TRIGGER", "250 milliseconds"),
                 duplicates=len(numbered) - len(seen))
     _results[source] = info
-    if "mqtt" in _results and "paho" in _results:
-        for key in ("sustained", "cold"):
-            info[f"mqtt_over_paho_{key}"] = round(
-                _results["mqtt"][f"{key}_msgs_per_s"] / _results["paho"][f"{key}_msgs_per_s"],
-                2)
+    for a, b in (("mqtt", "paho"), ("mqtts", "mqtt")):
+        if source in (a, b) and a in _results and b in _results:
+            for key in ("sustained", "cold"):
+                info[f"{a}_over_{b}_{key}"] = round(
+                    _results[a][f"{key}_msgs_per_s"] / _results[b][f"{key}_msgs_per_s"], 2)
+            if a == "mqtts":
+                info["mqtts_over_mqtt_latency_p50"] = round(
+                    _results[a]["latency_ms_p50"] / _results[b]["latency_ms_p50"], 2)
     benchmark.extra_info.update(info, load_avg=os.getloadavg())

@@ -1,8 +1,10 @@
 """The streaming job of bench_live.py: Mosquitto into Parquet through one of two sources.
 
-    python benchmarks/live_sources.py mqtt|paho URL TOPIC OUT CHECKPOINT STOPFILE
+    python benchmarks/live_sources.py mqtt|paho URL TOPIC OUT CHECKPOINT STOPFILE \
+        [OPTION=VALUE...]
 
-``mqtt`` is mqttwire's source (mqttwire.spark.live).  ``paho`` is a source written the
+``mqtt`` is mqttwire's source (mqttwire.spark.live), given the options after STOPFILE
+too (bench_live.py's TLS run: caFile, certFile, keyFile).  ``paho`` is a source written the
 way the public samples of Spark's Python data source API for MQTT are (here only, as the
 benchmark's baseline): each micro-batch opens a paho-mqtt client, subscribes, collects
 for a second, disconnects, and returns every column as a string, the payload decoded as
@@ -71,7 +73,7 @@ class PahoSampleSource(DataSource):
 
 
 def main() -> int:
-    source, url, topic, out, checkpoint, stopfile = sys.argv[1:]
+    source, url, topic, out, checkpoint, stopfile, *pairs = sys.argv[1:]
     from mqttwire.spark.live import register, use_filesystem_checkpoints
     from mqttwire.spark.session import make_session
 
@@ -88,7 +90,7 @@ def main() -> int:
     if source == "mqtt":
         register(spark)
         reader = (spark.readStream.format("mqtt").option("clientId", "bench-live")
-                  .option("qos", "1"))
+                  .option("qos", "1").options(**dict(p.split("=", 1) for p in pairs)))
     else:
         spark.dataSource.register(PahoSampleSource)
         reader = spark.readStream.format("paho_sample")

@@ -7,13 +7,22 @@ messages; wildcard, overlapping and shared subscriptions and the 5.0 subscriptio
 options; wills with the 5.0 Will Delay Interval; keep-alive, with a Server Keep Alive
 cap; clean and persistent sessions with Session Expiry; message expiry; Receive Maximum,
 Maximum Packet Size and Topic Aliases both ways; properties forwarded intact.  This file
-is only the glue: it accepts connections, feeds what they read to the broker, writes
-what the broker queued, closes the sockets it says to close (lingering first when it
-says so: ``Outgoing.linger``), and calls ``tick`` when ``next_deadline`` comes.  The
-options set the broker's limits and a subscribe deny rule.
+is only the glue: it accepts connections (over TLS with ``--certfile``), feeds what they
+read to the broker, writes what the broker queued, closes the sockets it says to close
+(lingering first when it says so: ``Outgoing.linger``), and calls ``tick`` when
+``next_deadline`` comes.  The options set the broker's limits, a subscribe deny rule,
+and who may connect and do what: Mosquitto's own password and ACL files
+(``--password-file``, ``--acl-file``, read by ``mqttwire.session.mosquitto_files``), TLS
+client certificates, and SCRAM-SHA-256 enhanced authentication (``--scram-user``).
 
-Left out: enhanced authentication, persistence, TLS, access control beyond ``--deny``,
-and write back-pressure towards slow subscribers (their socket buffers grow).
+Memory is bounded by policy (docs/session.md, "Bounds"): each transport's write buffer
+has the broker's ``max_unwritten_bytes`` as its high-water mark, and after every write
+(and when a paused transport resumes) the glue tells the connection how many bytes the
+transport still holds (``ServerConnection.set_unwritten``), so that QoS 0 messages to a
+client that does not read are dropped and QoS 1/2 ones wait, within the session's queue
+bounds, instead of piling up in the socket's buffer.
+
+Left out: persistence.
 
 Run it with ``python examples/broker.py --host 127.0.0.1 --port 1883`` (port 0 picks a
 free one).  The first line it prints is ``listening on HOST:PORT``.
@@ -24,22 +33,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import ssl
 import sys
 from typing import Any
 
 import mqttwire as mw
 from mqttwire.session import (
+    Accept,
+    AuthRequest,
     Broker,
     BrokerConfig,
     ClientConnected,
+    ClientReauthenticated,
     ClientRefused,
     ClientSubscribed,
     ConnectionClosed,
+    ConnectionInfo,
+    DeliveriesDropped,
     Event,
+    Refuse,
     ServerConnection,
     SessionExpired,
     WillPublished,
 )
+from mqttwire.session.auth import Authenticate, AuthResult
+from mqttwire.session.mosquitto_files import AclFile, MosquittoFileError, PasswordFile
+from mqttwire.session.scram import METHOD as SCRAM
+from mqttwire.session.scram import ScramCredentials, ScramServer
 
 log = logging.getLogger("broker")
 
@@ -79,18 +99,31 @@ class Server:
 
     def flush(self, events: list[Event]) -> None:
         """After every call into the broker: log, write, close, re-arm the timer."""
-        if log.isEnabledFor(logging.INFO):
-            for event in events:
-                describe(event)
-        for out in self.broker.outgoing():
-            transport = self.transports.get(out.connection)
-            if transport is None:
-                continue
-            if out.data:
-                transport.write(out.data)
-            if out.close:
-                del self.transports[out.connection]
-                self.close(transport, out.linger)  # after the data written above
+        now = self.loop.time()
+        while True:
+            if log.isEnabledFor(logging.INFO):
+                for event in events:
+                    describe(event)
+            outgoing = self.broker.outgoing()
+            if not outgoing:
+                break
+            events = []
+            for out in outgoing:
+                transport = self.transports.get(out.connection)
+                if transport is None:
+                    continue
+                if out.data:
+                    transport.write(out.data)
+                if out.close:
+                    del self.transports[out.connection]
+                    self.close(transport, out.linger)  # after the data written above
+                else:
+                    # What the transport could not hand to the socket yet counts against
+                    # the connection's bound (an Outgoing with no data: the connection
+                    # asks for this report); with room, its queued messages come out
+                    # at once (hence the loop: until no connection has more).
+                    events += out.connection.set_unwritten(
+                        transport.get_write_buffer_size(), now)
         deadline = self.broker.next_deadline()
         if deadline != self.deadline:
             if self.timer is not None:
@@ -139,15 +172,30 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: Any) -> None:
         peer = transport.get_extra_info("peername")
-        self.conn = self.server.broker.new_connection(
-            self.server.loop.time(), name=f"{peer[0]}:{peer[1]}" if peer else None)
+        tls = transport.get_extra_info("ssl_object") is not None
+        subject = certificate_subject(transport.get_extra_info("peercert"))
+        info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else None, subject, tls)
+        self.conn = self.server.broker.new_connection(self.server.loop.time(), info=info)
         self.server.transports[self.conn] = transport
+        self.transport = transport
+        # The transport pauses us (pause_writing) at the connection's bound (asyncio
+        # pauses above ``high``; the layer is behind at the bound itself), and resumes
+        # us when it has written down to a quarter of it.
+        bound = self.server.broker.config.max_unwritten_bytes
+        transport.set_write_buffer_limits(high=bound - 1, low=bound // 4)
         self.server.flush([])  # the CONNECT timeout is a deadline
 
     def data_received(self, data: bytes) -> None:
         if self.lingered is not None:
             return  # closed by the broker: read and discarded while lingering
         self.server.flush(self.conn.receive_data(data, self.server.loop.time()))
+
+    def resume_writing(self) -> None:
+        """The transport's buffer drained to its low-water mark: tell the connection,
+        whose queued messages can go out now."""
+        if self.lingered is None and not self.conn.closed:
+            self.server.flush(self.conn.set_unwritten(
+                self.transport.get_write_buffer_size(), self.server.loop.time()))
 
     def eof_received(self) -> bool | None:
         return None  # the client closed its side: the transport closes ours (lingering or not)
@@ -163,11 +211,60 @@ class Connection(asyncio.Protocol):
         self.server.flush(self.conn.connection_lost(self.server.loop.time()))
 
 
+def certificate_subject(cert: dict[str, Any] | None) -> str | None:
+    """A verified client certificate's subject as ``CN=...,O=...`` (in the certificate's
+    order), or None (no TLS, no certificate)."""
+    if not cert or "subject" not in cert:
+        return None
+    return ",".join(f"{_SHORT.get(k, k)}={v}" for rdn in cert["subject"] for k, v in rdn)
+
+
+_SHORT = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+          "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+          "emailAddress": "emailAddress"}
+
+
+def common_name(subject: str | None) -> str | None:
+    """The CN of a subject made by ``certificate_subject``."""
+    for part in (subject or "").split(","):
+        if part.startswith("CN="):
+            return part[3:]
+    return None
+
+
+def make_authenticate(passwords: PasswordFile | None, scram_users: dict[str, ScramCredentials],
+                      use_identity_as_username: bool) -> Authenticate | None:
+    """The ``authenticate`` hook of the options: SCRAM-SHA-256 for CONNECTs with that
+    method, the password file for the others (none: everyone), and with
+    ``--use-identity-as-username`` the certificate's CN as user name (Mosquitto's
+    option: the CONNECT's user name and password are then ignored, and a connection
+    without a certificate is refused)."""
+
+    def plain(request: AuthRequest) -> AuthResult:
+        if use_identity_as_username:
+            name = common_name(request.connection.certificate_subject)
+            if name is None:
+                return Refuse(0x87, "no client certificate to take the user name from")
+            return Accept(username=name)
+        if passwords is not None:
+            return passwords(request)
+        return Accept()
+
+    if scram_users:
+        return ScramServer(scram_users, fallback=plain)
+    if passwords is None and not use_identity_as_username:
+        return None
+    return plain
+
+
 def describe(event: Event) -> None:
     """The log line of a server event (``--verbose``)."""
     if isinstance(event, ClientConnected):
         log.info("%s: %s connected at level %d%s", event.connection.name, event.client_id,
                  event.version, " (session resumed)" if event.session_present else "")
+    elif isinstance(event, ClientReauthenticated):
+        log.info("%s: %s re-authenticated as %s", event.connection.name, event.client_id,
+                 event.principal.username)
     elif isinstance(event, ClientRefused):
         log.info("%s: CONNECT refused with 0x%02X: %s", event.connection.name,
                  event.reason_code, event.reason)
@@ -181,16 +278,21 @@ def describe(event: Event) -> None:
         log.info("%s: will published to %s", event.client_id, event.message.topic)
     elif isinstance(event, SessionExpired):
         log.info("%s: session ended", event.client_id)
+    elif isinstance(event, DeliveriesDropped):
+        log.info("%s: dropping messages (%s), %d so far", event.client_id, event.reason,
+                 event.total)
 
 
 class CannotListen(Exception):
     """The listening socket could not be opened (the port taken, an unknown host, ...)."""
 
 
-async def serve(host: str, port: int, config: BrokerConfig) -> None:
+async def serve(host: str, port: int, config: BrokerConfig,
+                tls: ssl.SSLContext | None = None) -> None:
     server = Server(config)
     try:
-        listener = await server.loop.create_server(lambda: Connection(server), host, port)
+        listener = await server.loop.create_server(lambda: Connection(server), host, port,
+                                                   ssl=tls)
     except OSError as exc:  # socket.gaierror included
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     address = listener.sockets[0].getsockname()
@@ -236,6 +338,55 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deny", action="append", default=[], metavar="FILTER",
                         help="refuse subscriptions that can match a topic FILTER matches "
                         "(SUBACK 0x87, 3.1.1: 0x80); repeatable")
+    bounds = parser.add_argument_group(
+        "bounds", "memory and what the server offers (docs/session.md, \"Bounds\")")
+    defaults = BrokerConfig()
+    bounds.add_argument("--max-unwritten-bytes", type=int, metavar="BYTES",
+                        default=defaults.max_unwritten_bytes,
+                        help="bytes waiting to be written to one client past which QoS 0 "
+                        "messages to it are dropped (%(default)s)")
+    bounds.add_argument("--max-unwritten-messages", type=int, metavar="N",
+                        default=defaults.max_unwritten_messages,
+                        help="the same bound in PUBLISH packets (%(default)s)")
+    bounds.add_argument("--max-queued-messages", type=int, metavar="N",
+                        default=defaults.max_queued_messages,
+                        help="messages queued per session, past which new ones are dropped "
+                        "(%(default)s; 0: no bound)")
+    bounds.add_argument("--max-queued-bytes", type=int, metavar="BYTES",
+                        default=defaults.max_queued_bytes,
+                        help="payload bytes queued per session (%(default)s; 0: no bound)")
+    bounds.add_argument("--write-stall-timeout", type=float, metavar="SECONDS",
+                        default=defaults.write_stall_timeout,
+                        help="disconnect a client over its unwritten bound this long "
+                        "(%(default)s; 0: never)")
+    bounds.add_argument("--max-session-expiry", type=int, metavar="SECONDS",
+                        help="cap on the Session Expiry Interval (default: none)")
+    bounds.add_argument("--max-qos", type=int, choices=(0, 1, 2), default=2,
+                        help="Maximum QoS accepted and granted (2)")
+    bounds.add_argument("--no-retain", action="store_true",
+                        help="no retained messages (Retain Available 0)")
+    access = parser.add_argument_group("who may connect and do what (Mosquitto's files)")
+    access.add_argument("--password-file", metavar="FILE",
+                        help="Mosquitto password file (mosquitto_passwd: $7$ or $6$ hashes)")
+    access.add_argument("--allow-anonymous", action="store_true",
+                        help="with --password-file: accept CONNECTs without a user name "
+                        "(Mosquitto's allow_anonymous true)")
+    access.add_argument("--acl-file", metavar="FILE",
+                        help="Mosquitto ACL file: who may publish to and read which topics")
+    access.add_argument("--scram-user", action="append", default=[], metavar="USER:PASSWORD",
+                        help="accept 5.0 enhanced authentication SCRAM-SHA-256 for USER; "
+                        "repeatable (a demonstration: a deployment stores its users' "
+                        "ScramCredentials, never passwords)")
+    tls = parser.add_argument_group("TLS (as Mosquitto's listener options)")
+    tls.add_argument("--certfile", metavar="PEM", help="server certificate: listen with TLS")
+    tls.add_argument("--keyfile", metavar="PEM", help="server private key")
+    tls.add_argument("--cafile", metavar="PEM",
+                     help="CA certificates that client certificates are verified against")
+    tls.add_argument("--require-certificate", action="store_true",
+                     help="refuse TLS clients without a valid certificate (needs --cafile)")
+    tls.add_argument("--use-identity-as-username", action="store_true",
+                     help="the client certificate's CN is the user name (needs "
+                     "--require-certificate); user names and passwords are ignored")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
@@ -246,19 +397,62 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--deny {topic_filter!r}: {exc}")
     denied: list[str] = args.deny
     try:
+        passwords = PasswordFile.load(args.password_file, allow_anonymous=args.allow_anonymous) \
+            if args.password_file else None
+        acl = AclFile.load(args.acl_file) if args.acl_file else None
+    except (OSError, MosquittoFileError) as exc:
+        parser.error(str(exc))
+    scram_users: dict[str, ScramCredentials] = {}
+    for item in args.scram_user:
+        name, sep, password = item.partition(":")
+        if not sep or not name:
+            parser.error(f"--scram-user {item!r}: not USER:PASSWORD")
+        scram_users[name] = ScramCredentials.from_password(password)
+    context = None
+    if args.certfile or args.keyfile or args.cafile or args.require_certificate:
+        if not args.certfile:
+            parser.error("TLS needs --certfile (and --keyfile unless the key is in it)")
+        if (args.require_certificate or args.use_identity_as_username) and not args.cafile:
+            parser.error("--require-certificate needs --cafile to verify certificates with")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(args.certfile, args.keyfile)
+            if args.cafile:
+                context.load_verify_locations(args.cafile)
+        except (OSError, ssl.SSLError) as exc:
+            parser.error(f"TLS: {exc}")
+        if args.cafile:
+            context.verify_mode = ssl.CERT_REQUIRED if args.require_certificate else \
+                ssl.CERT_OPTIONAL
+    if args.use_identity_as_username and not args.require_certificate:
+        parser.error("--use-identity-as-username needs --require-certificate")
+    try:
         config = BrokerConfig(
             max_keep_alive=args.max_keep_alive,
             topic_alias_maximum=args.topic_alias_maximum,
             assign_topic_aliases=not args.no_assign_aliases,
             receive_maximum=args.receive_maximum,
             max_packet_size=args.max_packet_size,
+            max_unwritten_bytes=args.max_unwritten_bytes,
+            max_unwritten_messages=args.max_unwritten_messages,
+            max_queued_messages=args.max_queued_messages or None,
+            max_queued_bytes=args.max_queued_bytes or None,
+            write_stall_timeout=args.write_stall_timeout or None,
+            max_session_expiry=args.max_session_expiry,
+            maximum_qos=args.max_qos,
+            retain_available=not args.no_retain,
             deny_subscription=(lambda client_id, sub: any(
                 overlap(d, sub.topic_filter) for d in denied)) if denied else None,
+            authenticate=make_authenticate(passwords, scram_users,
+                                           args.use_identity_as_username),
+            authentication_methods=frozenset({SCRAM} if scram_users else ()),
+            authorize_publish=acl.may_publish if acl is not None else None,
+            authorize_delivery=acl.may_read if acl is not None else None,
         )
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        asyncio.run(serve(args.host, args.port, config))
+        asyncio.run(serve(args.host, args.port, config, context))
     except KeyboardInterrupt:
         pass
     except CannotListen as exc:  # not a usage error: the same command may work later

@@ -35,6 +35,7 @@ from mqttwire.session import (
     MessageReceived,
     OutgoingMessage,
     PublishCompleted,
+    Reauthenticated,
     ReceivedMessage,
     SubscribeCompleted,
     UnsubscribeCompleted,
@@ -65,6 +66,8 @@ class Client(asyncio.Protocol):
         self._ending = False
         self._linger_timer: asyncio.TimerHandle | None = None
         self._connack = self.loop.create_future()
+        #: Resolved by the server's AUTH 0x00 while ``reauthenticate`` waits.
+        self._reauthenticated: asyncio.Future[Any] | None = None
         # Packet identifier of a SUBSCRIBE / UNSUBSCRIBE, or a QoS 1/2 OutgoingMessage ->
         # the future of its reason codes / code.
         self._waiting: dict[int | OutgoingMessage, asyncio.Future[Any]] = {}
@@ -155,6 +158,23 @@ class Client(asyncio.Protocol):
         if self.closed.done():
             raise ConnectionError("connection closed")
         raise TimeoutError(f"no message within {timeout} s")
+
+    async def reauthenticate(self, timeout: float = 10.0) -> bytes | None:
+        """MQTT 5.0 re-authentication with the ``authenticator`` given to ``connect``
+        (AUTH 0x19, §4.12.1); returns the server's final Authentication Data.
+
+        Raises:
+            ConnectionError: the server refused it (and closed the connection).
+        """
+        self._check_open()
+        self.session.reauthenticate(self.loop.time())
+        self._reauthenticated = future = self.loop.create_future()
+        self._flush([])
+        try:
+            data: bytes | None = await asyncio.wait_for(asyncio.shield(future), timeout)
+        finally:
+            self._reauthenticated = None
+        return data
 
     async def disconnect(self, reason_code: int = 0,
                          session_expiry_interval: int | None = None) -> None:
@@ -260,13 +280,17 @@ class Client(asyncio.Protocol):
             _resolve(self._waiting.get(event.message), event.reason_code)
         elif isinstance(event, (SubscribeCompleted, UnsubscribeCompleted)):
             _resolve(self._waiting.get(event.packet_id), event.reason_codes)
+        elif isinstance(event, Reauthenticated):
+            _resolve(self._reauthenticated, event.data)
 
     def _finish(self, error: Exception) -> None:
         """The connection is gone: fail whatever still waits."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for future in [self._connack, *self._waiting.values()]:
+        for future in [self._connack, self._reauthenticated, *self._waiting.values()]:
+            if future is None:
+                continue
             if not future.done():
                 future.set_exception(error)
         _resolve(self.closed, None)

@@ -94,7 +94,8 @@ def failure(message: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("url", help="mqtt://[user:password@]host[:port]")
+    parser.add_argument("url", help="mqtt://[user:password@]host[:port], or mqtts:// "
+                        "(TLS), ws://host[:port]/path, wss:// (README: Live MQTT into Spark)")
     parser.add_argument("topics", help="topic filters, comma-separated")
     parser.add_argument("out", help="where the Parquet files go")
     parser.add_argument("checkpoint", help="Spark's checkpoint directory for the query")
@@ -102,7 +103,12 @@ def main() -> int:
     parser.add_argument("--qos", default="1", choices=("0", "1", "2"))
     parser.add_argument("--version", default="5", choices=("3", "4", "5"))
     parser.add_argument("--trigger", default="1 second", help="micro-batch interval")
+    parser.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="any other option of the source, e.g. -o caFile=ca.pem "
+                        "-o certFile=client.pem -o keyFile=client.key (repeatable)")
     args = parser.parse_args()
+    if bad := [o for o in args.option if "=" not in o]:
+        parser.error(f"--option takes NAME=VALUE, not {bad[0]!r}")
 
     interrupts = Interrupts()
     interrupts.install()  # Ctrl-C while Spark is imported and starts, too
@@ -130,7 +136,8 @@ def main() -> int:
     messages = (spark.readStream.format("mqtt")
                 .option("url", args.url).option("topics", args.topics)
                 .option("clientId", args.client_id).option("qos", args.qos)
-                .option("version", args.version).load())
+                .option("version", args.version)
+                .options(**dict(o.split("=", 1) for o in args.option)).load())
     query = (messages.writeStream.format("parquet").option("path", args.out)
              .option("checkpointLocation", args.checkpoint)
              .trigger(processingTime=args.trigger).start())

@@ -18,15 +18,14 @@ from typing import Any
 from ._constants import REASON_CODES, V3_CONNACK_CODES, V3_SUBACK_CODES
 from ._constants import PacketType as P
 from ._errors import MalformedPacket, ProtocolError, rule
+from ._framing import frame
 from ._properties import WILL, decode_properties, encode_properties
 from ._wire import (
     Buffer,
     check_packet_id,
-    check_remaining_length,
     check_version,
     encode_binary,
     encode_utf8,
-    encode_varint,
     length_mismatch,
     packet_id_zero_error,
     read_binary,
@@ -39,13 +38,6 @@ from ._wire import (
 
 # Protocol name and level pairs (MQTT 3.1 §3.1, MQTT 3.1.1 §3.1.2.1-2, MQTT 5.0 §3.1.2.1-2).
 PROTOCOL_NAMES = {3: "MQIsdp", 4: "MQTT", 5: "MQTT"}
-
-
-def frame(b0: int, body: bytes | bytearray, name: str) -> bytes:
-    """Fixed header + body, as bytes (one copy of the body)."""
-    n = len(body)
-    check_remaining_length(name, n)
-    return bytes((b0,)) + encode_varint(n) + body
 
 
 def _end_check(name: str, pos: int, end: int) -> None:

@@ -1,5 +1,5 @@
-"""The fixed header (MQTT 5.0 §2.1) read in Python, and the error for input that ends
-before its packet does: shared by both implementations and the capture reader.
+"""The fixed header (MQTT 5.0 §2.1) read and written in Python, and the error for input
+that ends before its packet does: shared by both implementations and the capture reader.
 
 This is the one Python reader of a fixed header's Remaining Length: :func:`frame_header`
 (the lenient form, as framing needs it; ``capture.records`` uses it) and
@@ -18,9 +18,15 @@ from typing import Any, Literal
 
 from ._constants import PACKET_NAMES
 from ._errors import IncompletePacket
-from ._wire import Buffer, first_byte_error, remaining_length_error
+from ._wire import (
+    Buffer,
+    check_remaining_length,
+    encode_varint,
+    first_byte_error,
+    remaining_length_error,
+)
 
-__all__ = ["frame_header", "incomplete", "read_header"]
+__all__ = ["frame", "frame_header", "incomplete", "read_header"]
 
 # _BAD_FIRST[v][b]: no packet may start with byte b at level v (first_byte_error words why).
 _BAD_FIRST = {
@@ -85,3 +91,12 @@ def incomplete(data: Buffer, n: int, version: int) -> IncompletePacket:
     return IncompletePacket(
         name, f"incomplete packet: {header[1]} bytes needed, {n} given", offset=n
     )
+
+
+def frame(b0: int, body: bytes | bytearray, name: str) -> bytes:
+    """A packet: the fixed header (first byte ``b0``, the Remaining Length of ``body``,
+    checked against the protocol's maximum) and ``body``, as bytes (one copy of the body).
+    The encoders of both implementations write fixed headers in Python with it."""
+    n = len(body)
+    check_remaining_length(name, n)
+    return bytes((b0,)) + encode_varint(n) + body

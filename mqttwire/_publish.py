@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._cold import frame
 from ._constants import MAX_REMAINING_LENGTH, PACKET_NAMES, REASON_CODES, PacketType
 from ._errors import MalformedPacket, ProtocolError, rule
+from ._framing import frame
 from ._properties import encode_properties
 from ._wire import (
     check_packet_id,

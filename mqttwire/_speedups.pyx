@@ -22,8 +22,8 @@ Every pointer read is preceded by an explicit length check (pointer indexing is 
 bounds-checked, whatever the directives).
 
 This file holds the imports and the public names; the code is in the include files named
-at the bottom (tables, packet classes, encoding, decoding, StreamDecoder), one concern
-each, as ``_pure`` re-exports ``_pure_packets``, ``_pure_encode``, ``_pure_decode`` and
+at the bottom (tables, data types, property blocks, packet classes, encoding, decoding,
+StreamDecoder), one concern each, as ``_pure`` re-exports ``_pure_packets``, ``_pure_encode``, ``_pure_decode`` and
 ``_pure_stream``.  The C API declarations are in ``_cdefs.pxd``, shared with
 ``_ctopics.pyx`` and ``capture/_fast.pyx``.
 """
@@ -66,6 +66,8 @@ from ._cdefs cimport (
     PyUnicode_New,
     object_slot_offset,
     read_varint,
+    slot_get,
+    slot_put,
 )
 
 import types
@@ -145,9 +147,13 @@ __all__ = [
 
 # The module's code, by concern.  `include` pastes each file in here, so they compile into
 # this one extension: a call from one file to another stays a direct C call (a split into
-# separate extension modules would turn them into calls through Python or a capsule).  The
-# order matters: each file uses the names of the ones before it at import time.
+# separate extension modules would turn them into calls through Python or a capsule).  Each
+# file uses only names of the files before it and of _cdefs.pxd, with one exception that
+# is the nature of a method: the packet classes' encode() methods call the encoders of
+# _speedups_encode.pxi (as _pure_packets' call _publish's).
 include "_speedups_tables.pxi"  # C tables from the shared Python ones; version, int helpers
+include "_speedups_types.pxi"  # the spec's data types read in C (twin of _wire's readers)
+include "_speedups_properties.pxi"  # property blocks, lazily built Properties (_properties)
 include "_speedups_packets.pxi"  # the 17 packet classes
 include "_speedups_encode.pxi"  # C encoders, PreparedPublish, encode()
 include "_speedups_decode.pxi"  # C decoders, the fixed header, decode(), decode_from()

@@ -323,7 +323,7 @@ cdef inline int _append_raw(_Out* out, bytes raw) except -1:
 cdef object _reusable_block(object props, int ptype):
     """_properties.wire_block in C: the block a Properties (or a _DecodedProperties) holds
     when it may be copied into a packet of type ``ptype`` as it is, else None."""
-    cdef PyObject* slot = _slot_get(props, _WIRE_SLOT)
+    cdef PyObject* slot = slot_get(props, _WIRE_SLOT)
     cdef tuple wire
     cdef Py_ssize_t j
     if slot == NULL or type(<object>slot) is not tuple:
@@ -373,7 +373,7 @@ cdef int _keep_block(object props, const unsigned char* data, Py_ssize_t n,
     if Py_TYPE(props) is not _PROPERTIES:
         return 0
     lists = _list_copies(PyObject_GenericGetDict(props, NULL))
-    _slot_put(props, _WIRE_SLOT,
+    slot_put(props, _WIRE_SLOT,
               (PyBytes_FromStringAndSize(<const char*>data, n), _PTYPE_INTS[ptype]) + lists)
     return 0
 

@@ -2,7 +2,7 @@
 
 Shared by ``_pure`` (its whole codec), ``_properties``, ``_cold``, ``_publish``,
 ``_framing`` and ``_forwarding`` (used by both implementations).  The Cython twin has C
-versions of the hot readers in ``_speedups_decode.pxi``; the error builders at the bottom
+versions of the hot readers in ``_speedups_types.pxi``; the error builders at the bottom
 are used by both, so the messages are the same.
 
 Readers take ``(data, pos, end)``: ``data`` is ``bytes`` or a one-byte-per-item

@@ -3,7 +3,8 @@
 #
 # Works on a fresh clone of a Debian machine, and is what CI runs (.ci/run):
 #   1. installs what the suite needs from the system when missing (apt-get, as root):
-#      mosquitto, mosquitto-clients, tcpdump, tshark, and Java for Spark;
+#      mosquitto, mosquitto-clients, tcpdump, tshark, openssl (the TLS tests' certificates),
+#      and Java for Spark;
 #   2. creates the virtualenv .venv (reused when present) and installs mqttwire into it,
 #      editable, with the test and spark extras: this compiles the Cython extensions in place;
 #   3. runs the whole pytest suite from the repository root: every codec test runs against
@@ -16,7 +17,7 @@
 #      deselects the extension's tests), then the benchmarks once each.
 # It exits non-zero if anything fails, and also if a pytest pass ran no test.  Under CI
 # (CI=true) a skipped test fails too, unless it is one of the expected skips listed in
-# conftest.py (EXPECTED_SKIPS) and the README.
+# conftest.py (EXPECTED_SKIPS) and CONTRIBUTING.md.
 #
 # With MQTTWIRE_PURE_PYTHON set by the caller, only step 1 and step 4 run: nothing is
 # compiled.
@@ -35,13 +36,13 @@ source scripts/_venv.sh
 started=$SECONDS
 pure=${MQTTWIRE_PURE_PYTHON:-}
 
-section "System tools: mosquitto, mosquitto-clients, tcpdump, tshark, Java"
+section "System tools: mosquitto, mosquitto-clients, tcpdump, tshark, openssl, Java"
 # Looked up on PATH only, as the tests look them up (shutil.which): a tool that is
 # installed but not on PATH (mosquitto and tcpdump live in /usr/sbin) is reported here and
 # makes its tests fail under CI, rather than being found here and missed there.
 missing=()
 for tool in mosquitto:mosquitto mosquitto_pub:mosquitto-clients tcpdump:tcpdump \
-    tshark:tshark java:openjdk-17-jre-headless; do
+    tshark:tshark openssl:openssl java:openjdk-17-jre-headless; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -eq 0 ]; then
@@ -83,7 +84,9 @@ run_pytest() {
 # Every core (pytest-xdist); each test module stays on one worker, the long wheel tests
 # spread over them, and the groups of long tests start first (conftest.py,
 # pytest_collection_modifyitems; --no-loadscope-reorder keeps that order).
-PARALLEL=(-n "${MQTTWIRE_TEST_WORKERS:-auto}" --dist loadgroup --no-loadscope-reorder)
+PARALLEL=(-n "${MQTTWIRE_TEST_WORKERS:-auto}" --dist loadgroup --no-loadscope-reorder
+    --durations=30)
+# --durations: the 30 slowest tests of each pass are printed, for whoever keeps CI's time.
 
 # is_ci: whether CI is set as conftest.py's ci() reads it (anything but "", 0 or false).
 is_ci() {

@@ -19,21 +19,32 @@ Each takes ``codec``: ``mqttwire._speedups`` or ``mqttwire._pure`` (None: the on
 from __future__ import annotations
 
 from .aliases import InboundAliases, OutboundAliases
+from .auth import (
+    Accept,
+    AuthRequest,
+    Challenge,
+    ConnectionInfo,
+    Principal,
+    Refuse,
+)
 from .client import ClientSession, ClientState, OutgoingMessage, ReceivedMessage
 from .errors import SessionError
 from .events import (
     ClientConnected,
+    ClientReauthenticated,
     ClientRefused,
     ClientSubscribed,
     ClientUnsubscribed,
     Connected,
     ConnectionClosed,
     ConnectRefused,
+    DeliveriesDropped,
     Disconnected,
     Event,
     MessagePublished,
     MessageReceived,
     PublishCompleted,
+    Reauthenticated,
     SessionExpired,
     SubscribeCompleted,
     UnsubscribeCompleted,
@@ -49,6 +60,7 @@ from .server import (
     Outgoing,
     ServerConnection,
     ServerSession,
+    SessionStats,
 )
 
 __all__ = [
@@ -69,17 +81,27 @@ __all__ = [
     "InboundAliases",
     "OutboundAliases",
     "SessionError",
+    "ConnectionInfo",
+    "AuthRequest",
+    "Accept",
+    "Refuse",
+    "Challenge",
+    "Principal",
     "Event",
     "ClientConnected",
     "ClientRefused",
+    "ClientReauthenticated",
     "MessagePublished",
     "ClientSubscribed",
     "ClientUnsubscribed",
     "ConnectionClosed",
     "WillPublished",
     "SessionExpired",
+    "DeliveriesDropped",
+    "SessionStats",
     "Connected",
     "ConnectRefused",
+    "Reauthenticated",
     "MessageReceived",
     "PublishCompleted",
     "SubscribeCompleted",

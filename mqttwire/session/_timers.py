@@ -29,7 +29,11 @@ class Timers:
         heapq.heappush(self._heap, (when, next(self._order), key))
 
     def cancel(self, key: Hashable) -> None:
-        self._when.pop(key, None)
+        if self._when.pop(key, None) is not None and len(self._heap) > 2 * len(self._when) + 64:
+            # Most of the heap is stale: rebuild it, so that cancelled deadlines (and the
+            # connections their keys hold) do not stay until their time comes.
+            self._heap = [entry for entry in self._heap if self._when.get(entry[2]) == entry[0]]
+            heapq.heapify(self._heap)
 
     def get(self, key: Hashable) -> float | None:
         return self._when.get(key)

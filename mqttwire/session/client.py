@@ -35,6 +35,7 @@ from .events import (
     Event,
     MessageReceived,
     PublishCompleted,
+    Reauthenticated,
     SubscribeCompleted,
     UnsubscribeCompleted,
 )
@@ -134,6 +135,12 @@ class ClientSession:
         linger_timeout: seconds at most to linger over a connection we close (our
             DISCONNECT sent, or a timeout) before closing the socket: see
             ``Disconnected.linger``.  0: close at once.
+        authenticator: 5.0 enhanced authentication (§4.12): an object with ``method``
+            (the Authentication Method), ``start() -> bytes | None`` (the CONNECT's, or a
+            re-authentication's, Authentication Data), ``challenge(data) -> bytes | None``
+            (the answer to the server's AUTH 0x18) and ``finish(data) -> bool`` (the
+            final data of the CONNACK or AUTH 0x00 accepted; False ends the connection).
+            ``mqttwire.session.scram.ScramClient`` is one.
         codec: ``mqttwire._speedups`` or ``mqttwire._pure``; None for ``mqttwire``'s.
     """
 
@@ -145,7 +152,8 @@ class ClientSession:
         will: Any = None, username: str | None = None, password: bytes | None = None,
         properties: Properties | None = None, auto_ack: bool = True,
         ping_timeout: float | None = None, connect_timeout: float = 30.0,
-        linger_timeout: float = 2.0, codec: ModuleType | None = None,
+        linger_timeout: float = 2.0, authenticator: Any = None,
+        codec: ModuleType | None = None,
     ) -> None:
         if version not in (3, 4, 5):
             raise SessionError(f"version must be 3, 4 or 5, not {version!r}")
@@ -158,6 +166,11 @@ class ClientSession:
         if not 0 <= linger_timeout < math.inf:
             raise SessionError(f"linger_timeout must be 0 or more seconds, not "
                                f"{linger_timeout}")
+        if authenticator is not None and version != 5:
+            raise SessionError("enhanced authentication (an authenticator) is MQTT 5.0's")
+        self.authenticator = authenticator
+        #: A re-authentication we started awaits the server's AUTH 0x00 (§4.12.1).
+        self._reauthenticating = False
         self.codec = Codec(codec)
         self.client_id = client_id
         self.version = version
@@ -259,9 +272,13 @@ class ClientSession:
         self._aliases_in = InboundAliases(self.topic_alias_maximum if self.version == 5 else 0)
         self._aliases_out = OutboundAliases(0)
         self._ping_sent = None
+        self._reauthenticating = False
         props = None
         if self.version == 5:
             items = dict(self.properties.items()) if self.properties is not None else {}
+            if self.authenticator is not None:
+                items.update(authentication_method=self.authenticator.method,
+                             authentication_data=self.authenticator.start())
             items.update(session_expiry_interval=self.session_expiry_interval or None,
                          receive_maximum=self.receive_maximum,
                          topic_alias_maximum=self.topic_alias_maximum or None,
@@ -301,6 +318,67 @@ class ClientSession:
         self._end("disconnected by the client",
                   reason_code=reason_code if self.version == 5 else None)
         return self._take_events()
+
+    def reauthenticate(self, now: float) -> None:
+        """Start a 5.0 re-authentication (§4.12.1): AUTH 0x19 with the authenticator's
+        ``start()`` data and the CONNECT's method [MQTT-4.12.1-1].  Other traffic goes on;
+        the server's AUTH 0x00 Success gives a ``Reauthenticated`` event, its refusal a
+        DISCONNECT (``Disconnected``)."""
+        if self.state is not ClientState.CONNECTED:
+            raise SessionError(f"reauthenticate() while {self.state.value}")
+        if self.authenticator is None:
+            raise SessionError("re-authentication needs the authenticator the CONNECT used "
+                               "[MQTT-4.12.1-1]")
+        if self._reauthenticating:
+            raise SessionError("a re-authentication is already in progress")
+        self._reauthenticating = True
+        self._send_auth(0x19, self.authenticator.start(), now)
+
+    def _send_auth(self, code: int, data: bytes | None, now: float) -> None:
+        # [MQTT-4.12.0-5]: every AUTH carries the CONNECT's Authentication Method.
+        self._send(self.codec.Auth(reason_code=code, properties=Properties(
+            authentication_method=self.authenticator.method, authentication_data=data)), now)
+
+    def _on_auth(self, packet: Any, now: float) -> None:
+        auth = self.authenticator
+        if auth is None:
+            raise ProtocolError("AUTH", "AUTH to a Client whose CONNECT had no "
+                                "Authentication Method", rule="MQTT-4.12.0-6")
+        props = packet.properties
+        method = props.authentication_method if props is not None else None
+        if method != auth.method:
+            raise ProtocolError("AUTH", f"Authentication Method {method!r} is not the "
+                                f"CONNECT's {auth.method!r}", rule="MQTT-4.12.0-5")
+        data = props.authentication_data if props is not None else None
+        code = packet.reason_code
+        if code == 0x18:
+            if self.state is ClientState.CONNECTED and not self._reauthenticating:
+                raise ProtocolError("AUTH", "AUTH 0x18 with no re-authentication in "
+                                    "progress", rule="§4.12.1")
+            try:
+                answer = auth.challenge(data)
+            except ValueError as exc:
+                self._auth_failed(f"the server's challenge: {exc}", now)
+                return
+            self._send_auth(0x18, answer, now)  # [MQTT-4.12.0-3]
+        elif code == 0x00 and self._reauthenticating:
+            self._reauthenticating = False
+            if not auth.finish(data):
+                self._auth_failed("the server's final authentication data", now)
+                return
+            self._events.append(Reauthenticated(data))
+        else:
+            # The Server ends a first authentication with CONNACK, a re-authentication
+            # with AUTH 0x00; it never sends 0x19 (§3.15.2.1, §4.12).
+            raise ProtocolError("AUTH", f"AUTH 0x{code:02X} from the Server here",
+                                rule="§4.12")
+
+    def _auth_failed(self, what: str, now: float) -> None:
+        """The server did not prove itself (or spoke nonsense): end the connection, with
+        DISCONNECT 0x80 when allowed [MQTT-4.12.1-2] (before CONNACK only DISCONNECT or
+        AUTH may be sent [MQTT-3.1.2-30], and DISCONNECT is)."""
+        self._send(self.codec.Disconnect(reason_code=0x80), now)
+        self._end(f"authentication failed: {what} was not accepted", reason_code=0x80)
 
     def data_to_send(self) -> bytes:
         """Take the bytes queued for the socket."""
@@ -516,6 +594,9 @@ class ClientSession:
         codec = self.codec
         try:
             if self.state is ClientState.CONNECTING:
+                if isinstance(packet, codec.Auth):
+                    self._on_auth(packet, now)  # enhanced authentication, before CONNACK
+                    return
                 if not isinstance(packet, codec.ConnAck):
                     raise ProtocolError(type(packet).__name__.upper(),
                                         "a packet before CONNACK", rule="MQTT-3.2.0-1")
@@ -542,8 +623,7 @@ class ClientSession:
             elif isinstance(packet, codec.ConnAck):
                 raise ProtocolError("CONNACK", "a second CONNACK", rule="MQTT-3.2.0-2")
             elif isinstance(packet, codec.Auth):
-                raise ProtocolError("AUTH", "AUTH without enhanced authentication",
-                                    rule="MQTT-4.12.0-6")
+                self._on_auth(packet, now)
             else:
                 # CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ go only from client to server.
                 raise ProtocolError(type(packet).__name__.upper(),
@@ -562,6 +642,17 @@ class ClientSession:
             raise ProtocolError("CONNACK", "Session Present 1 after Clean Start 1",
                                 rule="MQTT-3.2.2-2" if self.version == 5 else "MQTT-3.2.2-1")
         props = packet.properties
+        method = props.authentication_method if props is not None else None
+        if self.authenticator is not None:
+            if method != self.authenticator.method:
+                raise ProtocolError("CONNACK", f"Authentication Method {method!r} is not "
+                                    f"the CONNECT's", rule="MQTT-4.12.0-5")
+            if not self.authenticator.finish(props.authentication_data):
+                self._auth_failed("the CONNACK's Authentication Data", now)
+                return
+        elif method is not None:
+            raise ProtocolError("CONNACK", "an Authentication Method the CONNECT did not "
+                                "have", rule="MQTT-4.12.0-6")
         self._send_window = 65535
         self._server_max_packet = None
         self._maximum_qos = 2

@@ -22,15 +22,18 @@ __all__ = [
     # server side
     "ClientConnected",
     "ClientRefused",
+    "ClientReauthenticated",
     "MessagePublished",
     "ClientSubscribed",
     "ClientUnsubscribed",
     "ConnectionClosed",
     "WillPublished",
     "SessionExpired",
+    "DeliveriesDropped",
     # client side
     "Connected",
     "ConnectRefused",
+    "Reauthenticated",
     "MessageReceived",
     "PublishCompleted",
     "SubscribeCompleted",
@@ -67,6 +70,17 @@ class ClientRefused(Event):
     connection: ServerConnection
     reason_code: int
     reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class ClientReauthenticated(Event):
+    """A 5.0 re-authentication (§4.12.1) succeeded: AUTH 0x00 Success queued.
+    ``principal`` is who the client now is (``mqttwire.session.auth.Principal``); a
+    refused one closes the connection (``ConnectionClosed``)."""
+
+    connection: ServerConnection
+    client_id: str
+    principal: Any
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +150,23 @@ class SessionExpired(Event):
     client_id: str
 
 
+@dataclass(frozen=True, eq=False)
+class DeliveriesDropped(Event):
+    """The session's bounds (``BrokerConfig``, docs/session.md "Bounds") made the server
+    drop a message for ``client_id``.  Reported once per episode: at the first drop
+    since the bound was last clear, not for every message; ``ServerSession.stats``
+    counts them all.
+
+    ``reason``: ``"unwritten"`` (a QoS 0 message, the connection's unwritten output at
+    ``max_unwritten_bytes``/``max_unwritten_messages``) or ``"queue full"`` (the session's
+    queue at ``max_queued_messages``/``max_queued_bytes``: the new message is dropped);
+    ``total``: the session's count for that reason so far."""
+
+    client_id: str
+    reason: str
+    total: int
+
+
 # ---------------------------------------------------------------------------------------
 # Client side (mqttwire.session.client)
 
@@ -158,6 +189,14 @@ class ConnectRefused(Event):
 
     connack: Any
     reason_code: int
+
+
+@dataclass(frozen=True, eq=False)
+class Reauthenticated(Event):
+    """The server answered our re-authentication (``ClientSession.reauthenticate``) with
+    AUTH 0x00 Success, and the authenticator accepted its final data."""
+
+    data: bytes | None
 
 
 @dataclass(frozen=True, eq=False)

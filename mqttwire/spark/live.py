@@ -9,8 +9,9 @@
                 .option("clientId", "spark-sensors").load())
 
 How it works: the driver side of the source (Spark runs it in a Python process of its
-own for the query's lifetime) holds one MQTT connection, a :class:`.subscriber.Subscriber`
-over the session layer (:mod:`mqttwire.session`), which keeps every message received,
+own for the query's lifetime) holds one MQTT connection (TCP, TLS or WebSocket:
+:mod:`.links`), a :class:`.subscriber.Subscriber` over the session layer
+(:mod:`mqttwire.session`), which keeps every message received,
 in order.  Each micro-batch takes the messages received since the last one; its offsets
 are message counts (``{"seq": n}``).  The batch's rows travel to one task in its input
 partition, already an Arrow batch in :data:`SCHEMA`, which the task returns.
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
     from pyspark.sql import SparkSession
 
+    from .links import Endpoint, TlsOptions
     from .subscriber import Received, Subscriber
 
 __all__ = ["SCHEMA", "LiveOptions", "MqttDataSource", "MqttStreamReader", "register",
@@ -108,6 +110,8 @@ class LiveOptions:
     password: bytes | None
     max_messages_per_batch: int | None
     connect_timeout: float
+    #: How to reach the broker: TLS, WebSocket (the url's scheme, the TLS options).
+    endpoint: Endpoint
     reconnect_delay: float = 1.0
     reconnect_max_delay: float = 30.0
     reconnect_timeout: float = 300.0
@@ -116,7 +120,10 @@ class LiveOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> LiveOptions:
         """From the reader's options (names case-insensitive, values strings): ``url``
-        (``mqtt://[user[:password]@]host[:port]``, port 1883 by default), ``topics``
+        (``mqtt://[user[:password]@]host[:port]``, port 1883 by default; TLS:
+        ``mqtts://`` or ``ssl://``, port 8883 by default; MQTT over WebSocket:
+        ``ws://host[:port][/path]``, port 80 by default, and over TLS ``wss://``, port
+        443 by default; the subprotocol is ``mqtt``), ``topics``
         (comma-separated topic filters; ``$share/group/filter`` allowed), ``qos`` (0, 1
         or 2; default 1), ``version`` (3, 4 or 5, also 3.1, 3.1.1, 5.0; default 5),
         ``clientId`` (required: the persistent session is the client id's),
@@ -129,7 +136,19 @@ class LiveOptions:
         ``reconnectMaxDelay`` (the longest wait between attempts; default 30),
         ``reconnectTimeout`` (seconds the broker may stay away before the query fails;
         default 300; 0: fail at once), ``failOnSessionLoss`` (true: a reconnection that
-        finds no session on the broker fails the query; default false, logged)."""
+        finds no session on the broker fails the query; default false, logged).
+
+        TLS (mqtts://, ssl://, wss://; an error with another scheme): ``caFile`` (the
+        CA certificates, PEM, that the broker's certificate must chain to; default the
+        system's CA store), ``certFile`` and ``keyFile`` (a client certificate and its
+        key, PEM, for brokers that require one; the key may be in ``certFile``),
+        ``keyPassword`` (an encrypted key's), ``tlsInsecure`` (true or false, default
+        false: true checks neither the certificate nor the host name, and warns with
+        :class:`.links.InsecureTLSWarning` through Python's ``warnings``; for tests
+        only).  The host name of the url is checked against the broker's certificate
+        and sent as SNI.  The files are read here: a missing or unreadable one, a key
+        that is not the certificate's, a wrong ``keyPassword`` is a ValueError before
+        any connection."""
         opts = {k.lower(): v for k, v in options.items()}
 
         def seconds(name: str, default: float, low: float) -> float:
@@ -171,15 +190,29 @@ class LiveOptions:
         if not url:
             raise ValueError("mqtt source: option url is required, e.g. mqtt://host:1883")
         parts = urlsplit(url)
-        if parts.scheme in ("mqtts", "ssl", "wss", "ws"):
-            raise ValueError(f"mqtt source: {parts.scheme}:// is not supported yet (no TLS "
-                             "or WebSocket): use mqtt://")
-        if parts.scheme not in ("mqtt", "tcp") or not parts.hostname:
-            raise ValueError(f"mqtt source: url must be mqtt://host[:port], not {url!r}")
+        from .links import SCHEMES, Endpoint
+
+        scheme = SCHEMES.get(parts.scheme.lower())
+        if scheme is None or not parts.hostname:
+            raise ValueError(f"mqtt source: url must be mqtt://, mqtts://, ssl://, ws:// "
+                             f"or wss://host[:port] (a path for ws, wss), not {url!r}")
+        tls, websocket, default_port = scheme
         try:
-            port = parts.port or 1883
+            port = parts.port or default_port
         except ValueError:
             raise ValueError(f"mqtt source: bad port in url {url!r}") from None
+        if not websocket and parts.path not in ("", "/"):
+            raise ValueError(f"mqtt source: a path in the url is for ws:// and wss:// only, "
+                             f"not {url!r}")
+        endpoint = Endpoint(parts.hostname, port, _tls_options(opts, parts.scheme, tls),
+                            ((parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+                            if websocket else None)
+        if websocket:
+            from importlib.util import find_spec
+
+            if find_spec("websockets") is None:
+                raise ValueError(f"mqtt source: {parts.scheme}:// needs the websockets "
+                                 "package (pip install 'mqttwire[spark]')")
         topics = tuple(t.strip() for t in opts.get("topics", "").split(",") if t.strip())
         if not topics:
             raise ValueError("mqtt source: option topics is required: one or more topic "
@@ -218,6 +251,7 @@ class LiveOptions:
             max_messages_per_batch=(None if limit is None
                                     else number("maxMessagesPerBatch", 0, 1, 1 << 31)),
             connect_timeout=float(number("connectTimeout", 10, 1, 3600)),
+            endpoint=endpoint,
             reconnect_delay=delay, reconnect_max_delay=max_delay,
             reconnect_timeout=seconds("reconnectTimeout", 300.0, 0.0),
             fail_on_session_loss=flag("failOnSessionLoss"),
@@ -235,9 +269,38 @@ class LiveOptions:
             password=self.password, auto_ack=False, connect_timeout=self.connect_timeout)
         return Subscriber(self.host, self.port, [(t, self.qos) for t in self.topics],
                           session, connect_timeout=self.connect_timeout,
+                          endpoint=self.endpoint,
                           reconnect=Reconnect(self.reconnect_delay, self.reconnect_max_delay,
                                               self.reconnect_timeout),
                           fail_on_session_loss=self.fail_on_session_loss)
+
+
+#: The TLS options, lowercased (as ``parse`` holds them) and as documented.
+_TLS_OPTIONS = {"cafile": "caFile", "certfile": "certFile", "keyfile": "keyFile",
+                "keypassword": "keyPassword", "tlsinsecure": "tlsInsecure"}
+
+
+def _tls_options(opts: Mapping[str, str], scheme: str, tls: bool) -> TlsOptions | None:
+    """The TLS options (names lowercased in ``opts``), checked; None without TLS."""
+    from .links import TlsOptions
+
+    if not tls:
+        given = [name for lower, name in _TLS_OPTIONS.items() if lower in opts]
+        if given:
+            raise ValueError(f"mqtt source: option {given[0]} is for TLS: use "
+                             f"mqtts://, ssl:// or wss://, not {scheme}://")
+        return None
+    insecure = opts.get("tlsinsecure", "false").lower()
+    if insecure not in ("true", "false"):
+        raise ValueError(f"mqtt source: option tlsInsecure must be true or false, "
+                         f"not {insecure!r}")
+    options = TlsOptions(ca_file=opts.get("cafile") or None,
+                         cert_file=opts.get("certfile") or None,
+                         key_file=opts.get("keyfile") or None,
+                         key_password=opts.get("keypassword"),
+                         insecure=insecure == "true")
+    options.check()
+    return options
 
 
 def _arrow_batch(taken: list[Received], version: int) -> pa.RecordBatch:

@@ -1,7 +1,8 @@
-"""A subscribing MQTT client on a socket and a thread: the I/O around
-:class:`mqttwire.session.ClientSession` that the live source (:mod:`.live`) needs.
+"""A subscribing MQTT client on a connection and a thread: the I/O around
+:class:`mqttwire.session.ClientSession` that the live source (:mod:`.live`) needs.  The
+connection is a :class:`.links.Link` (TCP, TLS, WebSocket: :mod:`.links`).
 
-The thread owns the socket's reading side: it feeds what it reads to the session, keeps
+The thread owns the connection's reading side: it feeds what it reads to the session, keeps
 the received messages in arrival order, numbered, and sends what the session queues
 (acknowledgements, PINGREQ).  QoS 1 and 2 messages are acknowledged only when
 :meth:`Subscriber.ack_through` is called (the session's manual acknowledgement), so the
@@ -34,8 +35,6 @@ from __future__ import annotations
 
 import logging
 import random
-import select
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -51,6 +50,7 @@ from ..session import (
     SubscribeCompleted,
 )
 from ..session.client import ClientState, ReceivedMessage
+from .links import Endpoint, Link
 
 __all__ = ["Received", "Reconnect", "Subscriber", "SubscriberError"]
 
@@ -127,16 +127,19 @@ class Subscriber:
     every message received, reconnecting as ``reconnect`` says.  ``session`` is the
     :class:`ClientSession` to use (its client id, level, Clean Start, Session Expiry,
     credentials; made with ``auto_ack=False``).  ``fail_on_session_loss``: a broker that
-    kept no session for a reconnection ends the subscriber, rather than a logged error."""
+    kept no session for a reconnection ends the subscriber, rather than a logged error.
+    ``endpoint``: how to reach the broker (TLS, WebSocket); default plain TCP to
+    ``host:port``."""
 
     def __init__(self, host: str, port: int, filters: Sequence[tuple[str, int]],
                  session: ClientSession, *, connect_timeout: float = 10.0,
-                 reconnect: Reconnect | None = None,
+                 endpoint: Endpoint | None = None, reconnect: Reconnect | None = None,
                  fail_on_session_loss: bool = False) -> None:
         if session.auto_ack:
             raise ValueError("the session must be made with auto_ack=False")
         self.host = host
         self.port = port
+        self.endpoint = endpoint or Endpoint(host, port)
         self.filters = list(filters)
         self.session = session
         self.connect_timeout = connect_timeout
@@ -150,7 +153,7 @@ class Subscriber:
         self._messages: list[Received] = []  # received, not yet taken
         self._taken: list[Received] = []  # taken, not yet acknowledged
         self._seq = 0
-        self._sock: socket.socket | None = None
+        self._sock: Link | None = None
         self._ready = threading.Event()  # first subscribed, or failed
         self._stop = False
         self._stopped = threading.Event()  # wakes a reconnection's wait
@@ -169,7 +172,7 @@ class Subscriber:
     def __repr__(self) -> str:
         state = ("failed" if self.error else "subscribed" if self.session.connected
                  else "reconnecting" if self.connections else "starting")
-        return (f"<Subscriber {self.session.client_id!r} to {self.host}:{self.port} {state}, "
+        return (f"<Subscriber {self.session.client_id!r} to {self.endpoint.url} {state}, "
                 f"{len(self._messages)} waiting, {len(self._taken)} unacknowledged>")
 
     # -- the caller's side ----------------------------------------------------------------
@@ -225,7 +228,7 @@ class Subscriber:
         with self._lock:
             sock, self._sock = self._sock, None
         if sock is not None:
-            _close(sock, self._linger)
+            sock.close(self._linger)
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -240,9 +243,10 @@ class Subscriber:
         if self._ended is None:
             self._ended = error
 
-    def _open(self) -> socket.socket:
-        """A connected socket to the broker (OSError if not)."""
-        sock = socket.create_connection((self.host, self.port), self.connect_timeout)
+    def _open(self) -> Link:
+        """A connection to the broker: TCP, TLS, WebSocket (a LinkError, an OSError
+        saying what failed, if not: .links)."""
+        sock = self.endpoint.open(self.connect_timeout)
         # Blocking with a timeout: reads happen only after select() says there is data,
         # and a burst of acknowledgements (one PUBACK per message of a committed batch)
         # may be larger than the socket's buffer, which a non-blocking sendall() would
@@ -255,7 +259,7 @@ class Subscriber:
         data = self.session.data_to_send()
         if data and self._sock is not None and self._ended is None:
             try:
-                self._sock.sendall(data)
+                self._sock.send_all(data)
             except OSError as exc:
                 self._end(SubscriberError(f"sending to {self.host}:{self.port} failed: {exc}",
                                           transient=True))
@@ -305,9 +309,8 @@ class Subscriber:
         """Open one connection and serve it until it ends: why it ended (None: stopped)."""
         try:
             sock = self._open()
-        except OSError as exc:
-            return SubscriberError(f"cannot connect to {self.host}:{self.port}: "
-                                   f"{exc.strerror or exc}", transient=True)
+        except OSError as exc:  # a LinkError: says what failed (.links)
+            return SubscriberError(str(exc), transient=True)
         with self._lock:
             if self._stop:
                 sock.close()
@@ -321,8 +324,8 @@ class Subscriber:
             deadline = self.session.next_deadline()
             wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
             try:
-                readable, _, _ = select.select([sock], [], [], wait)
-                data = sock.recv(1 << 16) if readable else None
+                # None: nothing for MQTT (none came, or a part of a TLS record, a ping).
+                data = sock.receive() if sock.wait_readable(wait) else None
             except OSError as exc:
                 data = b""  # as a closed connection: the session is told it is lost
                 self._end(SubscriberError(f"reading from {self.host}:{self.port} failed: "
@@ -351,7 +354,7 @@ class Subscriber:
         if sock is not None:
             # Lingering when the session ended the connection (its DISCONNECT for the
             # broker's protocol violation, a keep-alive timeout), as close() would.
-            _close(sock, self._linger)
+            sock.close(self._linger)
         return self._ended
 
     def _event(self, event: Any, now: float) -> None:
@@ -436,23 +439,3 @@ class Subscriber:
         log.error("%s; subscribing again", lost)
         return True
 
-
-def _close(sock: socket.socket, linger: float) -> None:
-    """Close the socket, lingering first when ``linger`` says so (the session's
-    ``Disconnected.linger``): the broker may still be sending (messages, while it has not
-    read our DISCONNECT), and a socket closed with unread input answers with a TCP
-    reset, on which a broker can drop the connection before it reads the DISCONNECT
-    (Mosquitto then reports the client "closed its connection" and publishes its will).
-    So shut the write side, read and discard until the broker closes or ``linger``
-    seconds pass, then close."""
-    if linger:
-        try:
-            sock.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + linger
-            while (left := deadline - time.monotonic()) > 0:
-                readable, _, _ = select.select([sock], [], [], left)
-                if readable and not sock.recv(1 << 16):
-                    break  # the broker closed its side
-        except OSError:
-            pass  # reset or gone already: nothing to wait for
-    sock.close()

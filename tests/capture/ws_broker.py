@@ -39,16 +39,33 @@ example = _load_broker()
 
 class Outgoing:
     """What examples/broker.py's Server takes for a client's transport: ``write`` and
-    ``close``, queued in order for the WebSocket."""
+    ``close``, queued in order for the WebSocket, and ``get_write_buffer_size`` (the
+    bytes queued and not yet handed to it), which the broker reports to the session
+    layer's bound on unwritten output."""
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.size = 0
 
     def write(self, data: bytes) -> None:
+        self.size += len(data)
         self.queue.put_nowait(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self.size
 
     def close(self) -> None:
         self.queue.put_nowait(None)
+
+    # examples/broker.py's close() lingers over a TCP connection (write_eof, its
+    # protocol reading on); here it closes at once, and the WebSocket's closing handshake
+    # is the orderly end.  Without these two, a client's DISCONNECT failed the handler
+    # (AttributeError) and the client got close code 1011 instead of 1000.
+    def get_protocol(self) -> None:
+        return None
+
+    def can_write_eof(self) -> bool:
+        return False
 
 
 async def _writer(ws: ServerConnection, out: Outgoing) -> None:
@@ -61,6 +78,7 @@ async def _writer(ws: ServerConnection, out: Outgoing) -> None:
                 closing = True
                 break
             data += more
+        out.size -= len(data)
         # An iterable of bytes: one binary message in fragments (RFC 6455 §5.4).
         await ws.send([data[:1], data[1:]] if len(data) > 1 else data)
         if closing:

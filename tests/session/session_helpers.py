@@ -15,11 +15,11 @@ class FakeClient:
     """One network connection to ``broker``, driven packet by packet."""
 
     def __init__(self, broker: Broker, codec: ModuleType, version: int = 5,
-                 now: float = 0.0) -> None:
+                 now: float = 0.0, info: Any = None) -> None:
         self.broker = broker
         self.codec = codec
         self.version = version
-        self.conn: ServerConnection = broker.new_connection(now)
+        self.conn: ServerConnection = broker.new_connection(now, info=info)
         self._decoder = codec.StreamDecoder(version)
         self._pending: list[Any] = []
         self.events: list[Event] = []

@@ -702,7 +702,7 @@ def test_a_malformed_packet_from_the_broker(spark: Any) -> None:
 
 @pytest.mark.parametrize(("options", "says"), [
     ({"topics": "t", "clientId": "x"}, "option url is required"),
-    ({"url": "mqtts://h", "topics": "t", "clientId": "x"}, "mqtts:// is not supported yet"),
+    ({"url": "http://h", "topics": "t", "clientId": "x"}, "url must be mqtt://, mqtts://"),
     ({"url": "mqtt://h", "clientId": "x"}, "option topics is required"),
     ({"url": "mqtt://h", "topics": "t"}, "option clientId is required"),
     ({"url": "mqtt://h", "topics": "a/#/b", "clientId": "x"}, "MQTT-4.7.1-1"),
