@@ -18,7 +18,9 @@ Stop it with Ctrl-C: it waits for the micro-batch under way to end (10 s at most
 the query, says so on stderr and exits with status 130, as an interrupted program does
 (a second Ctrl-C exits at once, the batch left to the checkpoint).  Run it again with the
 same checkpoint and client id to go on where it stopped (the broker keeps the
-unacknowledged messages for the client id's session).  A query that fails prints its
+unacknowledged messages for the client id's session).  A broker that restarts, or a
+connection that drops, does not stop it: the source reconnects and resumes the session
+(for up to 300 s: ``-o reconnectTimeout=SECONDS``).  A query that fails prints its
 error on stderr and exits with status 1.
 """
 
