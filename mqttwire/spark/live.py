@@ -51,7 +51,7 @@ the source acknowledges there, at the next trigger, whether or not new messages 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -107,7 +107,7 @@ class LiveOptions:
     keep_alive: int
     receive_maximum: int | None
     username: str | None
-    password: bytes | None
+    password: bytes | None = field(repr=False)  # kept out of logs and tracebacks
     max_messages_per_batch: int | None
     connect_timeout: float
     #: How to reach the broker: TLS, WebSocket (the url's scheme, the TLS options).

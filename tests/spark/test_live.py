@@ -732,6 +732,16 @@ def test_options_defaults_and_url() -> None:
     assert (o.port, o.version, o.session_expiry, o.receive_maximum) == (1883, 4, 0, None)
 
 
+def test_options_repr_keeps_the_password_out() -> None:
+    """A query's options end up in logs and tracebacks: their repr has no password."""
+    from mqttwire.spark.live import LiveOptions
+
+    o = LiveOptions.parse({"url": "mqtts://u:s3cret-pw@h", "topics": "t", "clientId": "me"})
+    assert o.password == b"s3cret-pw"
+    assert "s3cret-pw" not in repr(o)
+    assert "client_id='me'" in repr(o)
+
+
 def test_filesystem_checkpoints_are_chosen_when_asked(spark: Any) -> None:
     """use_filesystem_checkpoints sets Spark's checkpoint manager to its FileSystem one (a
     class this Spark has), and only when called."""
