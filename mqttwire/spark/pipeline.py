@@ -528,8 +528,6 @@ class Tables:
     staged: DataFrame
     #: The files split over several tasks (:mod:`.split`), or None.
     split: SplitRead | None = None
-    #: The connection numbers of the split files (:func:`.split.connection_ids`), or None.
-    connection_ids: DataFrame | None = None
     #: The files of the input folders (and globs) that are not captures, not read.
     skipped: list[Skipped] = field(default_factory=list)
 
@@ -554,17 +552,10 @@ class Tables:
         # On disk only: a memory level would unroll a task's whole output (a whole
         # capture file) in the heap before spilling it.
         self.staged.persist(StorageLevel.DISK_ONLY)
-        if self.connection_ids is not None:
-            # Small (a row per connection), and used by every table: computed once.
-            self.connection_ids.persist(StorageLevel.MEMORY_AND_DISK)
         return self
 
     def unpersist(self) -> Tables:
         self.staged.unpersist()
-        if self.split is not None:
-            self.split.unpersist()
-        if self.connection_ids is not None:
-            self.connection_ids.unpersist()
         return self
 
 
@@ -599,33 +590,31 @@ def _tables(spark: SparkSession, plan: _Plan) -> Tables:
 
     from .batches import unstage
     from .schema import STAGED, TABLES
-    from .split import EXTRA_TABLES, connection_ids, renumber, retained
+    from .split import RETAIN_EVENTS, retained
 
     files, counters, whole, split = plan.files, plan.counters, plan.whole, plan.split
     parts = [plan.decoded(spark, _stage_all, STAGED)] if whole else []
-    if split is not None and split.staged is not None:
-        parts.append(split.staged)
+    if split is not None and split.files:
+        parts.append(split.staged(spark))
     staged = _union(parts) if parts else spark.createDataFrame([], from_arrow_schema(STAGED))
 
     def unstaged(name: str) -> DataFrame:
-        schema = TABLES.get(name) or EXTRA_TABLES[name]
+        schema = TABLES.get(name) or RETAIN_EVENTS
         return (staged.where(F.col("table") == name).select("data")
                 .mapInArrow(unstage, from_arrow_schema(schema)))
 
-    ids = connection_ids(unstaged("openings")) if split is not None and split.files else None
-
     def table(name: str) -> DataFrame:
         rows = unstaged(name)
-        if ids is None:
-            return rows
-        if name == "retained":
+        if name == "retained" and split is not None and split.files:
+            # The split files' tasks each return their latest retained PUBLISH per
+            # topic, not the capture's (.split).
             rows = rows.unionByName(retained(unstaged("retain_events")))
-        return renumber(rows, ids)
+        return rows
 
     return Tables(packets=table("packets"), connections=table("connections"),
                   messages=table("messages"), retained=table("retained"),
                   errors=table("errors"), files=files, counters=counters, staged=staged,
-                  split=split, connection_ids=ids, skipped=plan.skipped)
+                  split=split, skipped=plan.skipped)
 
 
 def _check_reading(reader: str, split_size: int | None, share_size: int | None,
@@ -721,11 +710,12 @@ class _Plan:
         whole = units
         split = None
         if split_size is not None and reader != "binaryfile":
-            # Not a gzip file: its ranges cannot be read without all that precedes them;
-            # not a set: it is read as one unit.
+            # Not a gzip file: its ranges cannot be read without all that precedes them.
+            # A set of files (a ring buffer) is read the same way, each of its files in
+            # ranges of its own.
             big = [f for f in units if f.problem is None and f.size > split_size
-                   and local_path(f.uri) is not None and not f.gzip
-                   and not isinstance(f, SetFile)]
+                   and all(local_path(m.uri) is not None and not m.gzip
+                           for m in (f.members if isinstance(f, SetFile) else [f]))]
             if big:
                 split = read_split(spark.session, big, split_size, how, counters)
                 whole = [f for f in units if all(f is not g for g in split.files)]
@@ -790,16 +780,17 @@ def _write_directly(spark: _Spark, plan: _Plan, target: str, progress: _Progress
     commits them.  Returns the rows per table, as the tasks reported them."""
     from .parquet import PartFiles, commit, merge_events, staging_root
 
-    if plan.split is not None:
-        plan.split.unpersist()  # every file to split fell back to one task
     root = staging_root(target)
     phase("list")
     try:
         reported: list[Any] = []  # WRITTEN rows
-        if plan.whole:
+        if plan.whole or plan.split is not None:
             progress.start()
             try:
-                reported = plan.written(spark, PartFiles(root).write)
+                if plan.whole:
+                    reported = plan.written(spark, PartFiles(root).write)
+                if plan.split is not None:
+                    reported += plan.split.written(PartFiles(root).write)
             finally:
                 progress.stop()
         written = merge_events(root, reported)
@@ -826,8 +817,6 @@ def _write_through_spark(spark: SparkSession, plan: _Plan, target: str,
             decoded.staged.count()  # decodes every file and persists the staged rows
         finally:
             progress.stop()
-        if decoded.split is not None:
-            decoded.split.unpersist()  # the staged rows hold all that is needed now
         phase("decode")
         _write_tables(decoded, target)
         phase("write")
@@ -916,11 +905,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         progress = _Progress(plan.counters, len(files), total, options.progress_interval)
         target = options.out.rstrip("/")
         local_target = local_path(target)
-        split = plan.split is not None and bool(plan.split.files)
-        if options.writer == "tasks" and split:
-            raise ValueError("writer 'tasks' cannot write a file that is split (split_size "
-                             f"{options.split_size}): use writer 'spark' or 'auto'")
-        if local_target is not None and not split and options.writer != "spark":
+        if local_target is not None and options.writer != "spark":
             counts = _write_directly(run, plan, local_target, progress, phase)
         else:
             _write_through_spark(run.session, plan, target, progress, phase)
