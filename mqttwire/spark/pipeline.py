@@ -72,7 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from .inputs import CaptureFile, Skipped, list_inputs, local_path
 
@@ -114,6 +114,11 @@ SHARE_SIZE = 32 << 20
 #: those runs keep the JVM's default.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
+#: The split size (.split) when none is given and the master is a cluster's (not local):
+#: Hadoop's block size and Spark's ``maxPartitionBytes``.  On a local master a file is
+#: not split unless asked: shares (.shares) cost less there (benchmarks/capture.md).
+CLUSTER_SPLIT_SIZE = 128 << 20
+
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
 BINARY_FILE_LIMIT = (1 << 31) - 1
 
@@ -129,7 +134,9 @@ class PipelineOptions:
     payload_limit: int | None = None  # cut PUBLISH payloads to this; None keeps them whole
     version: int | None = None  # the level to assume where a CONNECT is missing
     reader: str = "auto"  # auto, stream, binaryfile
-    split_size: int | None = None  # bytes; larger files are split (.split); None: never
+    #: bytes; larger files are split (.split); None: never; "auto": CLUSTER_SPLIT_SIZE
+    #: on a master that is not local, else never (:meth:`split_for`)
+    split_size: int | str | None = None
     #: bytes; a file at least this large is read by several tasks, each keeping a share
     #: of its connections, when the tasks write the tables (.shares); None: never
     share_size: int | None = SHARE_SIZE
@@ -142,6 +149,12 @@ class PipelineOptions:
     jvm_cache: str | None = None
     #: which input files are pieces of one capture: auto, never, one (.sets)
     group: str = "auto"
+
+    def split_for(self, master: str) -> int | None:
+        """The split size in bytes (None: never) for a run on ``master``."""
+        if self.split_size != "auto":
+            return cast("int | None", self.split_size)
+        return None if master.startswith("local") else CLUSTER_SPLIT_SIZE
 
     def memory_conf(self) -> dict[str, str]:
         """The Spark settings of the memory options that were given."""
@@ -159,8 +172,8 @@ class PipelineOptions:
         conf = self.memory_conf()
         master = self.master or default_master() or ""
         java = []
-        if (master.startswith("local") and self.writer != "spark" and not self.split_size
-                and local_path(self.out) is not None):
+        if (master.startswith("local") and self.writer != "spark"
+                and not self.split_for(master) and local_path(self.out) is not None):
             java.append(QUICK_JIT)
         if archive is not None:
             java.append(archive.java_option())
@@ -860,7 +873,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     if options.writer == "tasks" and local_path(options.out) is None:
         raise ValueError(f"writer 'tasks' needs the output on a local path, not "
                          f"{options.out!r}: use writer 'spark' or 'auto'")
-    _check_reading(options.reader, options.split_size, options.share_size,
+    _check_reading(options.reader, options.split_for("local"), options.share_size,
                    options.group)  # before Spark
     out = out or sys.stdout
     own_session = spark is None
@@ -891,7 +904,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
 
     try:
         plan = _Plan.make(run, options.inputs, options.ports, options.payload_limit,
-                          options.version, options.reader, options.split_size,
+                          options.version, options.reader,
+                          options.split_for(str(run.context.master)),
                           options.share_size, group=options.group)
         files = plan.files
         if plan.skipped:

@@ -103,6 +103,11 @@ Row = tuple[Key, Value]
 # ---------------------------------------------------------------------------------------
 # Step 1: a range's rows
 
+try:  # the compiled loop's parser, for the common frames' keys
+    from ..capture._fast import flow_key as _fast_key
+except ImportError:  # not built: link.py for every frame
+    _fast_key = None
+
 
 def flow_key(seg: TcpSegment | IPFragment) -> bytes:
     """The key that brings a TCP connection's segments together: its two ends (address
@@ -161,7 +166,7 @@ class _Piece:
 
 def range_rows(f: BinaryIO, capture: str, index: int, start: int, end: int,
                piece_bytes: int = PIECE_BYTES, member: int = 0,
-               label: str | None = None) -> Iterator[Row]:
+               label: str | None = None, compiled: bool = True) -> Iterator[Row]:
     """The rows of range ``index`` (``[start, end)``) of the capture in ``f``: a row per
     connection (and per ``piece_bytes`` of its frames) holding its frames that hold a
     TCP segment or IP fragment, then the row of the range's facts (key
@@ -170,24 +175,29 @@ def range_rows(f: BinaryIO, capture: str, index: int, start: int, end: int,
     its last frame, the number of its last frame that holds a segment or fragment, and
     ``problem`` when it cannot be used).  ``member``: for a set of files read as one
     capture, which of its files ``f`` is (its ranges are numbered on from the earlier
-    files'), and ``label`` its name, for the errors."""
+    files'), and ``label`` its name, for the errors.  ``compiled``: whether the common
+    frames' keys come from the compiled loop's parser (:func:`mqttwire.capture._fast.
+    flow_key`, where it is built; the others' from link.py), else all from link.py."""
     facts: dict[str, Any] = {"range": index, "start": start, "end": end, "member": member}
     pieces: dict[bytes, _Piece] = {}
     last_ts = None
     last_parsed = 0
+    fast = _fast_key if compiled else None
     try:
         result = read_range(f, start, end, label or capture)
         for number, _offset, ts, linktype, data, _orig_len, _iface in result:
             last_ts = ts
-            seg = parse_frame(linktype, data)
-            if seg is None:
-                continue
+            key = fast(linktype, data) if fast is not None else None
+            if key is None:
+                seg = parse_frame(linktype, data)
+                if seg is None:
+                    continue
+                key = flow_key(seg)
             last_parsed = number
             if not 0 <= ts < 1 << 63 or len(data) > MAX_FRAME - 64:
                 facts["problem"] = (f"frame {number} of the range does not fit a pcapng "
                                     "block (a time before 1970, or too long)")
                 break
-            key = flow_key(seg)
             piece = pieces.get(key)
             if piece is None:
                 piece = pieces[key] = _Piece()
@@ -332,14 +342,19 @@ class _Sections:
 
 
 def _handler(capture: str, how: Decoding, codec: ModuleType | None,
-             openings: list[int]) -> MqttStreams:
+             openings: list[int], decode: bool = True) -> MqttStreams:
     if codec is None:
         from .._impl import impl
 
         codec = impl
     return MqttStreams(capture, ports=how.ports, codec=codec,
                        payload_limit=how.payload_limit, version=how.version,
-                       stream_ends=True, openings=openings)
+                       stream_ends=True, openings=openings,
+                       keep=None if decode else _none, unconnected=decode)
+
+
+def _none(number: int) -> bool:
+    return False
 
 
 def _places(index: int, numbers: bytes) -> array[int]:
@@ -352,9 +367,12 @@ def openings_of(capture: str, rows: Iterable[Row], how: Decoding,
                 codec: ModuleType | None = None) -> list[tuple[int, int]]:
     """Step 3: the places (range, number within it) of the frames that opened the TCP
     connections of ``rows`` (some connections' rows of ``capture``, each connection's in
-    order), found by decoding them as :func:`decode_rows` does."""
+    order).  The connections are followed as :func:`decode_rows` follows them, but
+    ignored as they open, as a share's task ignores the other shares' (.shares): their
+    ends are still tracked, so the frames that open them are the same, and none of
+    their bytes is decoded."""
     openings: list[int] = []
-    handler = _handler(capture, how, codec, openings)
+    handler = _handler(capture, how, codec, openings, decode=False)
     stream = _Sections(rows, _end_section(0), 0, _places)
     for _ in read_with(cast(BinaryIO, stream), handler):
         pass

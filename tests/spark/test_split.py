@@ -382,3 +382,15 @@ def test_a_ring_buffer_with_a_corrupt_file_is_read_whole(mixed: dict[str, bytes]
                 facts.append(json.loads(value[1]))
     problem = check_file(facts, [p.name for p in paths]).problem
     assert problem is not None and paths[1].name in problem
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_the_compiled_keys_make_the_same_rows(mixed: dict[str, bytes], fmt: str) -> None:
+    """The range tasks take the common frames' connection keys from the compiled loop's
+    parser where it is built: the same rows (and facts) as link.py's keys for all."""
+    from mqttwire.capture import _fast  # noqa: F401  # fails loudly where not built
+
+    raw = mixed[fmt]
+    for index, (start, end) in enumerate(plan_ranges(len(raw), 1000)):
+        assert list(range_rows(io.BytesIO(raw), "m", index, start, end, compiled=True)) == (
+            list(range_rows(io.BytesIO(raw), "m", index, start, end, compiled=False)))
