@@ -730,7 +730,7 @@ class _Plan:
                    and all(local_path(m.uri) is not None and not m.gzip
                            for m in (f.members if isinstance(f, SetFile) else [f]))]
             if big:
-                split = read_split(spark.session, big, split_size, how, counters)
+                split = read_split(spark.context, big, split_size, how, counters)
                 whole = [f for f in units if all(f is not g for g in split.files)]
         return cls(files, counters, how, reader, whole, split, share_size, skipped=skipped,
                    sets=set_lines(units), notes=notes)

@@ -75,7 +75,7 @@ from .shares import RETAIN_EVENTS, ShareTables
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pyspark import RDD
+    from pyspark import RDD, SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
     from .inputs import CaptureFile
@@ -539,15 +539,14 @@ class SplitRead:
                                      from_arrow_schema(STAGED))
 
 
-def read_split(spark: SparkSession, files: list[CaptureFile], split_size: int,
+def read_split(sc: SparkContext, files: list[CaptureFile], split_size: int,
                how: Decoding, counters: Any) -> SplitRead:
     """Steps 1 to 4 of the module docstring for ``files`` (local paths, each larger
-    than ``split_size``); step 5 waits for :meth:`SplitRead.written` or
-    :meth:`SplitRead.staged`."""
+    than ``split_size``), as RDD jobs (no SQL session needed); step 5 waits for
+    :meth:`SplitRead.written` or :meth:`SplitRead.staged`."""
     from .inputs import local_path
     from .sets import SetFile
 
-    sc = spark.sparkContext
     listing = []
     names: dict[str, list[str]] = {}
     for f in files:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
-import subprocess
 import sys
 import zlib
 from collections import defaultdict
@@ -24,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from spark_scenarios import capture_a, capture_b, capture_mixed, comparable_rows
+from spark_scenarios import capture_a, capture_b, capture_mixed, comparable_rows, ring_buffer
 
 from mqttwire.capture import read_capture
 from mqttwire.capture.split import plan_ranges
@@ -250,11 +248,19 @@ SPARK_TABLES = ("packets", "connections", "messages", "retained", "errors")
 
 def test_read_tables_split_equals_whole(local_run: Any) -> None:
     """Every input of the pipeline tests (a truncated capture, which falls back to one
-    task, a text file and a missing path among them) and the mixed captures, split into
-    ranges of a few frames and decoded per connection by Spark: the same five tables."""
+    task, a text file and a missing path among them), the mixed captures and a ring
+    buffer of the mixed pcapng (a folder of editcap -c's files, one capture), split into
+    ranges of a few frames and decoded per connection by Spark: the same five tables as
+    each file (and the ring buffer) read by one task."""
     whole, split = local_run.mixed["whole"], local_run.mixed["split"]
+    # A folder's files are named by their path in it (the folder's name first).
+    ring = sorted(f"ring/{path.name}" for path in local_run.ring.iterdir())
     assert {row["capture"] for row in whole["connections"]} >= {"mixed.pcap",
-                                                                 "mixed.pcapng"}
+                                                                 "mixed.pcapng", ring[0]}
+    # The ring buffer and the mixed captures went the split way; the ring's packets
+    # name the files they came from.
+    assert {"mixed.pcap", "mixed.pcapng", ring[0]} <= set(local_run.split_files)
+    assert len({row["file"] for row in split["packets"]} & set(ring)) > 3
     for table in SPARK_TABLES:
         assert split[table] == whole[table], table
 
@@ -293,19 +299,6 @@ def test_read_tables_refuses_a_bad_split_size(split_size: Any) -> None:
 
 # ---------------------------------------------------------------------------------------
 # A set of files (a ring buffer) read as one capture, its files' rows shuffled together
-
-
-def ring_buffer(raw: bytes, folder: Path, frames: int) -> list[Path]:
-    """``raw`` cut by ``editcap -c`` into files of ``frames`` frames, in order."""
-    editcap = shutil.which("editcap")
-    assert editcap is not None, "editcap (Wireshark's) is needed to cut ring buffers"
-    folder.mkdir()
-    source = folder / "source.pcapng"
-    source.write_bytes(raw)
-    subprocess.run([editcap, "-c", str(frames), str(source), str(folder / "ring.pcapng")],
-                   check=True, capture_output=True)
-    source.unlink()
-    return sorted(folder.iterdir())
 
 
 def set_tables(paths: list[Path], codec: ModuleType) -> dict[str, list[dict[str, Any]]]:
