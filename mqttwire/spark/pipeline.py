@@ -8,28 +8,29 @@ How it runs:
    tasks, packed by size as Spark's file sources pack them (:mod:`.packing`), a task
    decoding its files one after the other, each its own capture; each *set* of files
    that are pieces of one capture (a ring buffer, a split: :mod:`.sets`) is a task of its
-   own, its files read in order as one capture (never in byte ranges).  The task
+   own, its files read in order as one capture.  The task
    decodes its file
    with :func:`~.batches.decode_capture` inside ``mapInArrow`` and returns Arrow batches
    of every table: the packets and errors, and the connections, messages and retained
    messages derived from them in the same pass (all of an MQTT connection is in one
-   file, so the derivation needs no shuffle).  A larger file that tasks open by path is
-   read in byte ranges by several tasks and decoded per TCP connection after a shuffle
-   (:mod:`.split`), for the same tables.
+   file, so the derivation needs no shuffle).  A file (or set) larger than the split size
+   that tasks open by path is read in byte ranges by several tasks and decoded per TCP
+   connection after a shuffle (:mod:`.split`), for the same tables; by default only on
+   a cluster's master (:data:`CLUSTER_SPLIT_SIZE`).
    Files on a local or shared filesystem are *streamed*: the task gets the path and reads
    the file in chunks, so a capture of any size fits in bounded memory.  Files on other
    filesystems (hdfs:, s3a:, ...) come through Spark's ``binaryFile`` source, which hands
    the task the whole file and refuses files over 2 GiB.
-3. With the output on a local path (one that every executor mounts, on a cluster) and
-   no file split, the task writes its batches itself as Parquet part files of every
-   table (:mod:`.parquet`; ``packets`` partitioned by capture) and returns only their
+3. With the output on a local path (one that every executor mounts, on a cluster), the
+   task (a split file's decoding tasks too) writes its batches itself as Parquet part
+   files of every table (:mod:`.parquet`; ``packets`` partitioned by capture) and returns only their
    names; the driver moves them into place (``writer="tasks"``).  These tasks run as a
    plain RDD job (``mapPartitions`` over the listing), not ``mapInArrow``: with nothing
    but file names coming back, the SQL plan and the JVM's Arrow conversions only cost
    time (about 2 s on a fresh JVM).  Then a file of at least
    ``share_size`` bytes is read by several tasks, each keeping a share of its connections
    (:mod:`.shares`), and the driver chooses the retained rows from theirs.  Otherwise (an
-   ``hdfs:``/``s3a:`` output, a split file, or ``writer="spark"``) the task returns each
+   ``hdfs:``/``s3a:`` output, or ``writer="spark"``) the task returns each
    batch *staged*: packed as one row (table name, the batch as a compressed Arrow IPC
    stream, :func:`~.batches.stage`); Spark persists these rows on disk only, and writes
    each table from them, its batches unpacked by a ``mapInArrow``
