@@ -914,6 +914,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                   file=sys.stderr)
         for line in plan.sets + plan.notes:  # capture sets (.sets)
             print(f"mqttwire: {line}", file=sys.stderr)
+        if plan.split is not None:
+            print(f"mqttwire: {plan.split.line()}", file=sys.stderr)
         total = sum(f.size for f in files)
         print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
               f"{run.context.master}", file=sys.stderr)

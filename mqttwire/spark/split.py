@@ -57,7 +57,7 @@ import struct
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import groupby
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, cast
@@ -501,10 +501,16 @@ class SplitRead:
     numbers: dict[str, dict[int, int]]
     how: Decoding
     counters: Any
-    #: The shuffle's rows and bytes (what crossed the JVM): for the benchmarks.
+    #: The rows of the range tasks and their bytes (what crosses the shuffle).
     shuffle_rows: int = 0
     shuffle_bytes: int = 0
-    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """What was split, for stderr."""
+        return (f"{len(self.files)} capture(s) split, {self.shuffle_rows:,} rows "
+                f"({self.shuffle_bytes / (1 << 20):.1f} MiB) through the shuffle"
+                + (f"; read whole: {', '.join(f.name for f in self.fallback)}"
+                   if self.fallback else ""))
 
     def batches(self) -> Callable[[Iterable[Row]], Iterator[Batch]]:
         """The per-connection task (step 5): a partition's rows to its table batches."""

@@ -387,3 +387,14 @@ def test_the_compiled_keys_make_the_same_rows(mixed: dict[str, bytes], fmt: str)
     for index, (start, end) in enumerate(plan_ranges(len(raw), 1000)):
         assert list(range_rows(io.BytesIO(raw), "m", index, start, end, compiled=True)) == (
             list(range_rows(io.BytesIO(raw), "m", index, start, end, compiled=False)))
+
+
+def test_the_split_line_says_what_crossed_the_shuffle() -> None:
+    from mqttwire.spark.inputs import CaptureFile
+    from mqttwire.spark.split import SplitRead
+
+    read = SplitRead([CaptureFile("file:/a.pcap", 10, "a.pcap")],
+                     [CaptureFile("file:/b.pcap", 10, "b.pcap")], None,  # type: ignore[arg-type]
+                     {}, {}, Decoding((1883,), ALL, None), None, 1234, 3 << 20)
+    assert read.line() == ("1 capture(s) split, 1,234 rows (3.0 MiB) through the shuffle; "
+                           "read whole: b.pcap")
