@@ -22,9 +22,11 @@ A capture larger than the split size (``read_tables``' ``split_size``) is read l
 3. **The openings** (a first job over the shuffled rows, :func:`openings_task`): a
    connection's number is its rank among all the capture's TCP connections by the frame
    that opened it, which only the reassembler can tell, and which must be known before
-   the tables are written.  Each task runs the ordinary decoder over its rows (as step 4
-   does, its records left unused) and returns the places (range, number within it) of the
-   frames that opened its connections, with the ranges' facts.
+   the tables are written.  Each task runs the ordinary reader and reassembler over its
+   rows as step 5 does, each connection ignored as it opens (as a share's task ignores
+   the other shares' connections, :mod:`.shares`: its end is still followed, nothing of
+   it decoded), and returns the places (range, number within it) of the frames that
+   opened its connections, with the ranges' facts.
 4. **The check** (driver): :func:`~mqttwire.capture.split.check_chain` proves, from the
    ranges' facts, that they read the file's own records; a file that fails it, or whose
    range met a format error, is read whole by one task instead (the ordinary path),
