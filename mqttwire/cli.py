@@ -80,6 +80,11 @@ def _memory(text: str) -> str:
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
+def _split_size(text: str) -> int | str:
+    """``auto`` or a size in bytes (:func:`_bytes`)."""
+    return "auto" if text.strip().lower() == "auto" else _bytes(text)
+
+
 def _bytes(text: str) -> int:
     """A size in bytes: digits, with or without a unit k, m, g or t (powers of 1024)."""
     value = text.strip().lower()
@@ -174,13 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "shared filesystems), binaryfile (Spark's binaryFile source, any Hadoop "
                    "URI, files under 2 GiB), auto (stream for local paths, else "
                    "binaryfile; the default)")
-    p.add_argument("--split-size", type=_bytes, default="0", metavar="SIZE",
-                   help="read a capture larger than SIZE (bytes, or with a unit k, m, g; "
-                   "128m suits a cluster) in ranges of SIZE, one Spark task each, and "
-                   "decode it per TCP connection; the tables are the same.  Files that "
-                   "tasks open by path only (not with --reader binaryfile).  Default 0: "
-                   "never split, each file one task (faster on a few cores: see "
-                   "docs/cluster.md)")
+    p.add_argument("--split-size", type=_split_size, default="auto", metavar="SIZE",
+                   help="read a capture (or a set of files read as one) larger than SIZE "
+                   "(bytes, or with a unit k, m, g) in ranges of SIZE, a Spark task "
+                   "each, and decode it per TCP connection; the tables are the same.  "
+                   "Files that tasks open by path only (not with --reader binaryfile).  "
+                   "0: never.  Default auto: 128m on a cluster's master, never on a local "
+                   "one (shares cost less on a few cores: see docs/cluster.md)")
     p.add_argument("--share-size", type=_bytes, default=None, metavar="SIZE",
                    help="when the tasks write the tables, read a capture of at least SIZE "
                    "bytes with several tasks at once (one per SIZE, at most one per core), "
@@ -188,14 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "0: never.  Default 32m")
     p.add_argument("--group", choices=("auto", "never", "one"), default="auto",
                    help=GROUP_HELP + ".  A set is read by one task (or by --share-size's "
-                   "tasks, each reading all of it), never split in ranges; only files "
-                   "that tasks open by path are grouped")
+                   "tasks, each reading all of it), or, larger than --split-size, its "
+                   "files in ranges as a split file's; only files that tasks open by "
+                   "path are grouped")
     p.add_argument("--writer", choices=("auto", "tasks", "spark"), default="auto",
                    help="who writes the Parquet files: tasks (each decoding task writes "
                    "its own with pyarrow, the driver moves them into place; DIR must be a "
                    "local path that every executor mounts), spark (Spark's writer, any "
-                   "URI, slower), auto (tasks for a local DIR unless a file is split, "
-                   "else spark; the default)")
+                   "URI, slower), auto (tasks for a local DIR, else spark; the default)")
     p.add_argument("--jvm-cache", metavar="DIR",
                    help="keep an archive of the driver JVM's classes in DIR (about 150 MB, "
                    "written by the first run, which takes some seconds longer): later runs "

@@ -24,3 +24,7 @@ USED_SLOTS: list[tuple[str, str]]
 
 def slot_offset(cls: type, name: str) -> int:
     """The offset of a shared slot, checked as at import; ImportError if it is not one."""
+
+def flow_key(linktype: int, data: bytes | memoryview) -> bytes | None:
+    """The TCP connection key of a frame in the common case the loop parses (both
+    directions alike), or None: then link.py must say what the frame is."""

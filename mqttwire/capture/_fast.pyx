@@ -71,7 +71,7 @@ from .records import _DECODING, _Connection, _Direction, MqttStreams, Record
 from .shared_slots import RECORD_FIELDS, SHARED
 from .tcp import TcpConnection, TcpStream
 
-__all__ = ["CODEC", "USED_SLOTS", "FastReader", "slot_offset"]
+__all__ = ["CODEC", "USED_SLOTS", "FastReader", "flow_key", "slot_offset"]
 
 #: (class name, slot) of every shared slot this module uses, as looked up at import.
 USED_SLOTS = []
@@ -345,6 +345,23 @@ cdef bint _parse(const uint8_t* d, Py_ssize_t n, int linktype, _Seg* s) noexcept
                 or family == 30 << 24):
             return _ipv6(d, n, 4, s)
     return False
+
+
+def flow_key(int linktype, data):
+    """The key of the TCP connection of the frame ``data`` (of link type ``linktype``):
+    its two ends (address and port) in a fixed order, the same both ways, as
+    :func:`mqttwire.spark.split.flow_key` makes it from link.py's segment; None when
+    the frame is not the common case that :func:`_parse` reads the way link.py does
+    (then link.py must say what it is)."""
+    cdef const uint8_t[::1] view = data
+    cdef _Seg s
+    cdef Py_ssize_t n = view.shape[0]
+    cdef bytes a, b
+    if n == 0 or not _parse(&view[0], n, linktype, &s):
+        return None
+    a = (<const char*>s.src)[:s.alen] + bytes(((s.sport >> 8) & 0xFF, s.sport & 0xFF))
+    b = (<const char*>s.dst)[:s.alen] + bytes(((s.dport >> 8) & 0xFF, s.dport & 0xFF))
+    return a + b if a <= b else b + a
 
 
 # ---------------------------------------------------------------------------------------

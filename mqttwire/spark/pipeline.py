@@ -8,28 +8,29 @@ How it runs:
    tasks, packed by size as Spark's file sources pack them (:mod:`.packing`), a task
    decoding its files one after the other, each its own capture; each *set* of files
    that are pieces of one capture (a ring buffer, a split: :mod:`.sets`) is a task of its
-   own, its files read in order as one capture (never in byte ranges).  The task
+   own, its files read in order as one capture.  The task
    decodes its file
    with :func:`~.batches.decode_capture` inside ``mapInArrow`` and returns Arrow batches
    of every table: the packets and errors, and the connections, messages and retained
    messages derived from them in the same pass (all of an MQTT connection is in one
-   file, so the derivation needs no shuffle).  A larger file that tasks open by path is
-   read in byte ranges by several tasks and decoded per TCP connection after a shuffle
-   (:mod:`.split`), for the same tables.
+   file, so the derivation needs no shuffle).  A file (or set) larger than the split size
+   that tasks open by path is read in byte ranges by several tasks and decoded per TCP
+   connection after a shuffle (:mod:`.split`), for the same tables; by default only on
+   a cluster's master (:data:`CLUSTER_SPLIT_SIZE`).
    Files on a local or shared filesystem are *streamed*: the task gets the path and reads
    the file in chunks, so a capture of any size fits in bounded memory.  Files on other
    filesystems (hdfs:, s3a:, ...) come through Spark's ``binaryFile`` source, which hands
    the task the whole file and refuses files over 2 GiB.
-3. With the output on a local path (one that every executor mounts, on a cluster) and
-   no file split, the task writes its batches itself as Parquet part files of every
-   table (:mod:`.parquet`; ``packets`` partitioned by capture) and returns only their
+3. With the output on a local path (one that every executor mounts, on a cluster), the
+   task (a split file's decoding tasks too) writes its batches itself as Parquet part
+   files of every table (:mod:`.parquet`; ``packets`` partitioned by capture) and returns only their
    names; the driver moves them into place (``writer="tasks"``).  These tasks run as a
    plain RDD job (``mapPartitions`` over the listing), not ``mapInArrow``: with nothing
    but file names coming back, the SQL plan and the JVM's Arrow conversions only cost
    time (about 2 s on a fresh JVM).  Then a file of at least
    ``share_size`` bytes is read by several tasks, each keeping a share of its connections
    (:mod:`.shares`), and the driver chooses the retained rows from theirs.  Otherwise (an
-   ``hdfs:``/``s3a:`` output, a split file, or ``writer="spark"``) the task returns each
+   ``hdfs:``/``s3a:`` output, or ``writer="spark"``) the task returns each
    batch *staged*: packed as one row (table name, the batch as a compressed Arrow IPC
    stream, :func:`~.batches.stage`); Spark persists these rows on disk only, and writes
    each table from them, its batches unpacked by a ``mapInArrow``
@@ -72,7 +73,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from .inputs import CaptureFile, Skipped, list_inputs, local_path
 
@@ -114,6 +115,11 @@ SHARE_SIZE = 32 << 20
 #: those runs keep the JVM's default.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
+#: The split size (.split) when none is given and the master is a cluster's (not local):
+#: Hadoop's block size and Spark's ``maxPartitionBytes``.  On a local master a file is
+#: not split unless asked: shares (.shares) cost less there (benchmarks/capture.md).
+CLUSTER_SPLIT_SIZE = 128 << 20
+
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
 BINARY_FILE_LIMIT = (1 << 31) - 1
 
@@ -129,7 +135,9 @@ class PipelineOptions:
     payload_limit: int | None = None  # cut PUBLISH payloads to this; None keeps them whole
     version: int | None = None  # the level to assume where a CONNECT is missing
     reader: str = "auto"  # auto, stream, binaryfile
-    split_size: int | None = None  # bytes; larger files are split (.split); None: never
+    #: bytes; larger files are split (.split); None: never; "auto": CLUSTER_SPLIT_SIZE
+    #: on a master that is not local, else never (:meth:`split_for`)
+    split_size: int | str | None = None
     #: bytes; a file at least this large is read by several tasks, each keeping a share
     #: of its connections, when the tasks write the tables (.shares); None: never
     share_size: int | None = SHARE_SIZE
@@ -142,6 +150,12 @@ class PipelineOptions:
     jvm_cache: str | None = None
     #: which input files are pieces of one capture: auto, never, one (.sets)
     group: str = "auto"
+
+    def split_for(self, master: str) -> int | None:
+        """The split size in bytes (None: never) for a run on ``master``."""
+        if self.split_size != "auto":
+            return cast("int | None", self.split_size)
+        return None if master.startswith("local") else CLUSTER_SPLIT_SIZE
 
     def memory_conf(self) -> dict[str, str]:
         """The Spark settings of the memory options that were given."""
@@ -159,8 +173,8 @@ class PipelineOptions:
         conf = self.memory_conf()
         master = self.master or default_master() or ""
         java = []
-        if (master.startswith("local") and self.writer != "spark" and not self.split_size
-                and local_path(self.out) is not None):
+        if (master.startswith("local") and self.writer != "spark"
+                and not self.split_for(master) and local_path(self.out) is not None):
             java.append(QUICK_JIT)
         if archive is not None:
             java.append(archive.java_option())
@@ -528,8 +542,6 @@ class Tables:
     staged: DataFrame
     #: The files split over several tasks (:mod:`.split`), or None.
     split: SplitRead | None = None
-    #: The connection numbers of the split files (:func:`.split.connection_ids`), or None.
-    connection_ids: DataFrame | None = None
     #: The files of the input folders (and globs) that are not captures, not read.
     skipped: list[Skipped] = field(default_factory=list)
 
@@ -554,17 +566,10 @@ class Tables:
         # On disk only: a memory level would unroll a task's whole output (a whole
         # capture file) in the heap before spilling it.
         self.staged.persist(StorageLevel.DISK_ONLY)
-        if self.connection_ids is not None:
-            # Small (a row per connection), and used by every table: computed once.
-            self.connection_ids.persist(StorageLevel.MEMORY_AND_DISK)
         return self
 
     def unpersist(self) -> Tables:
         self.staged.unpersist()
-        if self.split is not None:
-            self.split.unpersist()
-        if self.connection_ids is not None:
-            self.connection_ids.unpersist()
         return self
 
 
@@ -599,33 +604,31 @@ def _tables(spark: SparkSession, plan: _Plan) -> Tables:
 
     from .batches import unstage
     from .schema import STAGED, TABLES
-    from .split import EXTRA_TABLES, connection_ids, renumber, retained
+    from .split import RETAIN_EVENTS, retained
 
     files, counters, whole, split = plan.files, plan.counters, plan.whole, plan.split
     parts = [plan.decoded(spark, _stage_all, STAGED)] if whole else []
-    if split is not None and split.staged is not None:
-        parts.append(split.staged)
+    if split is not None and split.files:
+        parts.append(split.staged(spark))
     staged = _union(parts) if parts else spark.createDataFrame([], from_arrow_schema(STAGED))
 
     def unstaged(name: str) -> DataFrame:
-        schema = TABLES.get(name) or EXTRA_TABLES[name]
+        schema = TABLES.get(name) or RETAIN_EVENTS
         return (staged.where(F.col("table") == name).select("data")
                 .mapInArrow(unstage, from_arrow_schema(schema)))
 
-    ids = connection_ids(unstaged("openings")) if split is not None and split.files else None
-
     def table(name: str) -> DataFrame:
         rows = unstaged(name)
-        if ids is None:
-            return rows
-        if name == "retained":
+        if name == "retained" and split is not None and split.files:
+            # The split files' tasks each return their latest retained PUBLISH per
+            # topic, not the capture's (.split).
             rows = rows.unionByName(retained(unstaged("retain_events")))
-        return renumber(rows, ids)
+        return rows
 
     return Tables(packets=table("packets"), connections=table("connections"),
                   messages=table("messages"), retained=table("retained"),
                   errors=table("errors"), files=files, counters=counters, staged=staged,
-                  split=split, connection_ids=ids, skipped=plan.skipped)
+                  split=split, skipped=plan.skipped)
 
 
 def _check_reading(reader: str, split_size: int | None, share_size: int | None,
@@ -721,13 +724,14 @@ class _Plan:
         whole = units
         split = None
         if split_size is not None and reader != "binaryfile":
-            # Not a gzip file: its ranges cannot be read without all that precedes them;
-            # not a set: it is read as one unit.
+            # Not a gzip file: its ranges cannot be read without all that precedes them.
+            # A set of files (a ring buffer) is read the same way, each of its files in
+            # ranges of its own.
             big = [f for f in units if f.problem is None and f.size > split_size
-                   and local_path(f.uri) is not None and not f.gzip
-                   and not isinstance(f, SetFile)]
+                   and all(local_path(m.uri) is not None and not m.gzip
+                           for m in (f.members if isinstance(f, SetFile) else [f]))]
             if big:
-                split = read_split(spark.session, big, split_size, how, counters)
+                split = read_split(spark.context, big, split_size, how, counters)
                 whole = [f for f in units if all(f is not g for g in split.files)]
         return cls(files, counters, how, reader, whole, split, share_size, skipped=skipped,
                    sets=set_lines(units), notes=notes)
@@ -790,16 +794,17 @@ def _write_directly(spark: _Spark, plan: _Plan, target: str, progress: _Progress
     commits them.  Returns the rows per table, as the tasks reported them."""
     from .parquet import PartFiles, commit, merge_events, staging_root
 
-    if plan.split is not None:
-        plan.split.unpersist()  # every file to split fell back to one task
     root = staging_root(target)
     phase("list")
     try:
         reported: list[Any] = []  # WRITTEN rows
-        if plan.whole:
+        if plan.whole or plan.split is not None:
             progress.start()
             try:
-                reported = plan.written(spark, PartFiles(root).write)
+                if plan.whole:
+                    reported = plan.written(spark, PartFiles(root).write)
+                if plan.split is not None:
+                    reported += plan.split.written(PartFiles(root).write)
             finally:
                 progress.stop()
         written = merge_events(root, reported)
@@ -826,8 +831,6 @@ def _write_through_spark(spark: SparkSession, plan: _Plan, target: str,
             decoded.staged.count()  # decodes every file and persists the staged rows
         finally:
             progress.stop()
-        if decoded.split is not None:
-            decoded.split.unpersist()  # the staged rows hold all that is needed now
         phase("decode")
         _write_tables(decoded, target)
         phase("write")
@@ -871,7 +874,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     if options.writer == "tasks" and local_path(options.out) is None:
         raise ValueError(f"writer 'tasks' needs the output on a local path, not "
                          f"{options.out!r}: use writer 'spark' or 'auto'")
-    _check_reading(options.reader, options.split_size, options.share_size,
+    _check_reading(options.reader, options.split_for("local"), options.share_size,
                    options.group)  # before Spark
     out = out or sys.stdout
     own_session = spark is None
@@ -902,7 +905,8 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
 
     try:
         plan = _Plan.make(run, options.inputs, options.ports, options.payload_limit,
-                          options.version, options.reader, options.split_size,
+                          options.version, options.reader,
+                          options.split_for(str(run.context.master)),
                           options.share_size, group=options.group)
         files = plan.files
         if plan.skipped:
@@ -910,17 +914,15 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                   file=sys.stderr)
         for line in plan.sets + plan.notes:  # capture sets (.sets)
             print(f"mqttwire: {line}", file=sys.stderr)
+        if plan.split is not None:
+            print(f"mqttwire: {plan.split.line()}", file=sys.stderr)
         total = sum(f.size for f in files)
         print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
               f"{run.context.master}", file=sys.stderr)
         progress = _Progress(plan.counters, len(files), total, options.progress_interval)
         target = options.out.rstrip("/")
         local_target = local_path(target)
-        split = plan.split is not None and bool(plan.split.files)
-        if options.writer == "tasks" and split:
-            raise ValueError("writer 'tasks' cannot write a file that is split (split_size "
-                             f"{options.split_size}): use writer 'spark' or 'auto'")
-        if local_target is not None and not split and options.writer != "spark":
+        if local_target is not None and options.writer != "spark":
             counts = _write_directly(run, plan, local_target, progress, phase)
         else:
             _write_through_spark(run.session, plan, target, progress, phase)

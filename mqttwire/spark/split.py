@@ -1,104 +1,114 @@
-"""One capture file over several Spark tasks: read in byte ranges, decoded per connection.
+"""One capture file over several Spark tasks: read in byte ranges, each connection's
+frames brought together in a few rows, decoded per connection.
 
 A capture larger than the split size (``read_tables``' ``split_size``) is read like this:
 
-1. **Ranges** (one Spark job, run when the tables are defined): each task reads the
-   frames of one byte range of the file (:func:`mqttwire.capture.split.read_range`,
-   which finds where the range's first record begins), and returns each frame that holds
-   a TCP segment or an IP fragment as a row keyed by its connection (the 4-tuple, the
-   same for both directions: :func:`flow_key`) with its place in the file (range, number
-   within the range), and one row of facts about the range (:func:`range_rows`).  The
-   rows are kept on disk.
-2. **The check** (driver): :func:`~mqttwire.capture.split.check_chain` proves, from the
+1. **Ranges**: each task reads the frames of one byte range of the file
+   (:func:`mqttwire.capture.split.read_range`, which finds where the range's first
+   record begins) and gathers those that hold a TCP segment or an IP fragment by
+   connection (the 4-tuple, the same for both directions: :func:`flow_key`; every IP
+   fragment has the empty key).  It returns **one row per connection and range**
+   (:func:`range_rows`): the connection's frames of the range as one pcapng section
+   (a Section Header Block, an Interface Description Block per link type, then an
+   Enhanced Packet Block per frame, nanosecond times) and their numbers within the
+   range as an array; a row is cut at :data:`PIECE_BYTES`.  Plus one row of facts about
+   the range.  What crosses the JVM is a few rows of large byte strings, not a row per
+   frame: on the 200 MB benchmark capture (16 connections, 9 ranges), 153 rows instead of
+   1.17 million (benchmarks/capture.md).
+2. **The shuffle** (Spark's, as an RDD: the rows are few, and the JVM only moves their
+   bytes) brings each connection's rows into one partition by a hash of the capture and
+   connection key (:func:`partition_of`, the same in every Python process), sorted by
+   capture, connection, range and piece.
+3. **The openings** (a first job over the shuffled rows, :func:`openings_task`): a
+   connection's number is its rank among all the capture's TCP connections by the frame
+   that opened it, which only the reassembler can tell, and which must be known before
+   the tables are written.  Each task runs the ordinary reader and reassembler over its
+   rows as step 5 does, each connection ignored as it opens (as a share's task ignores
+   the other shares' connections, :mod:`.shares`: its end is still followed, nothing of
+   it decoded), and returns the places (range, number within it) of the frames that
+   opened its connections, with the ranges' facts.
+4. **The check** (driver): :func:`~mqttwire.capture.split.check_chain` proves, from the
    ranges' facts, that they read the file's own records; a file that fails it, or whose
    range met a format error, is read whole by one task instead (the ordinary path),
    which reports the real error if there is one.  A frame's number is its number within
-   its range plus the frames of the ranges before.
-3. **Per connection**: Spark's shuffle brings each connection's rows together
-   (``repartition`` by capture and connection key, sorted by place in the file); each
-   task feeds its rows, capture by capture, to the ordinary decoder (:func:`decode_rows`:
-   :func:`~mqttwire.capture.read_with` over a pcapng stream made on the fly of those
-   frames, then one last frame at the time of the capture's last frame, so that open
-   streams end as in a whole-file read) and the ordinary
-   :class:`~mqttwire.spark.derive.CaptureTables`.
-4. **What spans connections**: a connection's number is its rank among all the
-   capture's TCP connections by the frame that opened it.  Each task returns the frames
-   that opened its connections (table ``openings``) and names connections
-   "<capture>#@<that frame>" until :func:`renumber` (a join) gives them their number.
-   The retained messages: each task returns its latest retained PUBLISH per topic with
-   its :data:`~mqttwire.spark.derive.RetainOrder` (table ``retain_events``, as a share
-   does: :mod:`.shares`), and :func:`retained` keeps the latest per topic over the tasks
-   (an aggregation), as CaptureTables does.
+   its range plus the frames of the ranges before.  The driver ranks the openings.
+5. **Per connection** (a second job over the same shuffle output, which Spark does not
+   compute again): each task feeds its rows, capture by capture, to the ordinary decoder
+   (:func:`decode_rows`: :func:`~mqttwire.capture.read_with`, compiled loop or pure, over
+   the rows' sections one after the other, then one last frame at the time of the
+   capture's last frame, so that open streams end as in a whole-file read), with the
+   connection ids of step 4, and the ordinary derived tables; then it writes its tables
+   as the whole-file tasks do (:mod:`.parquet`), or stages them for Spark
+   (:func:`~mqttwire.spark.pipeline.read_tables`).  The retained messages: each task
+   returns its latest retained PUBLISH per topic with its
+   :data:`~mqttwire.spark.derive.RetainOrder` (table ``retain_events``, as a share does:
+   :mod:`.shares`), and the latest per topic over the tasks is kept.
 
 The tables are the same as a whole-file read's (tests/spark/test_split.py compares them
-table by table), with one limit: the reassembler forgets the oldest closed connections
-past 65,536 (``TcpReassembler.max_closed``), and a task counts only its own; a late
-segment of a closed connection, after more than 65,536 others closed, may be taken
-differently.  One connection's traffic is always one task's: a capture of one busy
-connection does not spread.
+table by table, with both codecs), with one limit: the reassembler forgets the oldest
+closed connections past 65,536 (``TcpReassembler.max_closed``), and a task counts only
+its own; a late segment of a closed connection, after more than 65,536 others closed,
+may be taken differently.  One connection's traffic is always one task's: a capture of
+one busy connection does not spread.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+import zlib
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, cast
 
-import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
-
 from ..capture import IPFragment, MqttStreams, Record, TcpSegment, parse_frame, read_with
 from ..capture.link import LINKTYPE_RAW
 from ..capture.pcap import MAX_FRAME, CaptureFormatError
+from ..capture.sets import FileChain
 from ..capture.split import RangeRead, chain_problem, plan_ranges, read_range
 from ..capture.synth import ipv4_packet, pcapng_block, tcp_header
 from ..capture.tcp import RST
-from .batches import (
-    BATCH_ROWS,
-    Batch,
-    Decoding,
-    FileStats,
-    retain_event_batches,
-    table_batches,
-)
-from .schema import RETAINED
+from .batches import Batch, Decoding, FilesOf, FileStats, retain_event_batches, table_batches
 from .shares import RETAIN_EVENTS, ShareTables
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pyspark import RDD, SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
     from .inputs import CaptureFile
 
-__all__ = ["EXTRA_TABLES", "OPENINGS", "RETAIN_EVENTS", "SEGMENTS", "FileSplit", "SplitRead",
-           "check_file", "connection_ids", "decode_rows", "flow_key", "range_rows",
-           "read_split", "renumber", "retained"]
+__all__ = ["FACTS", "PIECE_BYTES", "RETAIN_EVENTS", "FileSplit", "SplitRead", "check_file",
+           "decode_rows", "flow_key", "openings_of", "partition_of", "range_rows",
+           "read_split", "retained"]
 
-#: What the range tasks return: one row per frame that holds a TCP segment or an IP
-#: fragment, and one row per range with ``facts`` (JSON) set and the rest null.
-SEGMENTS = pa.schema([
-    ("capture", pa.string()),
-    ("flow", pa.binary()),  # flow_key: the connection's 4-tuple, either direction
-    ("range", pa.int32()),
-    ("number", pa.int64()),  # the frame's number within its range, from 1
-    ("ts", pa.int64()),  # ns since the epoch
-    ("linktype", pa.int32()),
-    ("data", pa.binary()),  # the frame as captured
-    ("facts", pa.string()),
-])
+#: The connection key of a range's facts row (a connection's key is empty, 12 or 36
+#: bytes long).
+FACTS = b"facts"
 
-#: The frame that opened each TCP connection of a split capture (MQTT or not).
-OPENINGS = pa.schema([("capture", pa.string()), ("frame", pa.int64())])
+#: A connection's frames of one range are cut into rows of about this many bytes: a
+#: row is one value in the JVM and in a Python worker, which hold it whole.
+PIECE_BYTES = 32 << 20
 
-#: The tables that a split decode returns besides the five (with the schemas of these).
-EXTRA_TABLES = {"openings": OPENINGS, "retain_events": RETAIN_EVENTS}
+#: A shuffled row's key: capture, connection key, range, piece (from 0).
+Key = tuple[str, bytes, int, int]
+#: A shuffled row's value: the frames' numbers within the range (array of int64, native
+#: order) and their pcapng section; for a facts row, None and the facts as JSON.
+Value = tuple["bytes | None", "bytes | str"]
+Row = tuple[Key, Value]
 
 
 # ---------------------------------------------------------------------------------------
-# Step 1: a range's frames
+# Step 1: a range's rows
+
+try:  # the compiled loop's parser, for the common frames' keys
+    from ..capture._fast import flow_key as _fast_key
+except ImportError:  # not built: link.py for every frame
+    _fast_key = None
 
 
 def flow_key(seg: TcpSegment | IPFragment) -> bytes:
@@ -112,118 +122,13 @@ def flow_key(seg: TcpSegment | IPFragment) -> bytes:
     return a + b if a <= b else b + a
 
 
-def range_rows(f: BinaryIO, capture: str, index: int, start: int,
-               end: int) -> Iterator[pa.RecordBatch]:
-    """The :data:`SEGMENTS` rows of range ``index`` (``[start, end)``) of the capture in
-    ``f``: its frames that hold a TCP segment or IP fragment, then the row of its facts
-    (the :class:`~mqttwire.capture.split.RangeRead` attributes that
-    :func:`~mqttwire.capture.split.chain_problem` checks, the time of its last frame, the
-    number of its last frame that holds a segment or fragment, and ``problem`` when it
-    cannot be used)."""
-    facts: dict[str, Any] = {"range": index, "start": start, "end": end}
-    columns: tuple[list[Any], ...] = ([], [], [], [], [])
-    flows, numbers, times, linktypes, datas = columns
-    last_ts = None
-    last_parsed = 0
-    try:
-        result = read_range(f, start, end, capture)
-        for number, _offset, ts, linktype, data, _orig_len, _iface in result:
-            last_ts = ts
-            seg = parse_frame(linktype, data)
-            if seg is None:
-                continue
-            last_parsed = number
-            if not 0 <= ts < 1 << 63 or len(data) > MAX_FRAME - 64:
-                facts["problem"] = (f"frame {number} of the range does not fit a pcapng "
-                                    "block (a time before 1970, or too long)")
-                break
-            flows.append(flow_key(seg))
-            numbers.append(number)
-            times.append(ts)
-            linktypes.append(linktype)
-            datas.append(bytes(data))
-            if len(numbers) >= BATCH_ROWS:
-                yield _segments_batch(capture, index, columns)
-                for column in columns:
-                    column.clear()
-        facts.update({name: getattr(result, name) for name in _CHECKED})
-        facts.update(last_ts=last_ts, last_parsed=last_parsed)
-    except CaptureFormatError as exc:
-        facts["problem"] = str(exc)
-    if numbers:
-        yield _segments_batch(capture, index, columns)
-    yield pa.RecordBatch.from_arrays(
-        [pa.array([capture], pa.string())]
-        + [pa.nulls(1, field.type) for field in list(SEGMENTS)[1:-1]]
-        + [pa.array([json.dumps(facts)], pa.string())], schema=SEGMENTS)
-
-#: The RangeRead attributes that chain_problem reads.
-_CHECKED = ("size", "format", "first", "start", "end", "sync", "next", "count",
-            "late_head_block")
-
-
-def _segments_batch(capture: str, index: int, columns: tuple[list[Any], ...]
-                    ) -> pa.RecordBatch:
-    flows, numbers, times, linktypes, datas = columns
-    n = len(numbers)
-    return pa.RecordBatch.from_arrays(
-        [pa.array([capture] * n, pa.string()), pa.array(flows, pa.binary()),
-         pa.array([index] * n, pa.int32()), pa.array(numbers, pa.int64()),
-         pa.array(times, pa.int64()), pa.array(linktypes, pa.int32()),
-         pa.array(datas, pa.binary()), pa.nulls(n, pa.string())], schema=SEGMENTS)
-
-
-# ---------------------------------------------------------------------------------------
-# Step 2: the check
-
-
-class FileSplit(NamedTuple):
-    """What the ranges of one file showed: the number of each range's first frame less
-    one, the time of the file's last frame and the number of its last frame that holds a
-    segment or fragment (when and where a whole-file read ends the open streams); or
-    ``problem``, why the file must be read whole."""
-
-    offsets: list[int]
-    end_ts: int
-    end_frame: int
-    problem: str | None = None
-
-
-def check_file(facts: Sequence[dict[str, Any]]) -> FileSplit:
-    """:class:`FileSplit` from the facts rows of one file's ranges (any order)."""
-    facts = sorted(facts, key=lambda fact: fact["range"])
-    problem = next((fact["problem"] for fact in facts if fact.get("problem")), None)
-    if problem is None:
-        problem = chain_problem(cast(Sequence[RangeRead],
-                                     [SimpleNamespace(**fact) for fact in facts]))
-    if problem is not None:
-        return FileSplit([], 0, 0, problem)
-    offsets = []
-    total = end_ts = end_frame = 0
-    for fact in facts:
-        offsets.append(total)
-        if fact["last_ts"] is not None:
-            end_ts = fact["last_ts"]
-        if fact["last_parsed"]:
-            end_frame = total + fact["last_parsed"]
-        total += fact["count"]
-    return FileSplit(offsets, end_ts, end_frame)
-
-
-# ---------------------------------------------------------------------------------------
-# Step 3: per connection
-
-#: The Section Header Block of the streams made for the decoder (pcapng, little-endian:
+#: The Section Header Block that starts every row's section (pcapng, little-endian:
 #: byte-order magic, version 1.0, section length unknown).
 _SHB = pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
-#: A frame that holds a TCP segment and changes nothing (a RST of no connection), ending
-#: each stream: the decoder then ends the open streams at its time and frame, as at the
-#: end of a whole file.
-_END_FRAME = ipv4_packet(bytes(4), bytes(4), tcp_header(bytes(4), bytes(4), 0, 0, 0, 0,
-                                                        RST, b""))
-#: An Enhanced Packet Block's fields before the data: interface, time (high, low),
+#: An Enhanced Packet Block's head: type 6, total length, interface, time (high, low),
 #: captured and original length.
-_EPB_HEAD = struct.Struct("<IIIII")
+_EPB_HEAD = struct.Struct("<IIIIIII")
+_TRAILERS = [struct.Struct(f"<{pad}xI") for pad in range(4)]
 
 
 def _idb(linktype: int) -> bytes:
@@ -232,139 +137,347 @@ def _idb(linktype: int) -> bytes:
                         + struct.pack("<HHB3xHH", 9, 1, 9, 0, 0))
 
 
-def _epb(interface: int, ts: int, data: bytes) -> bytes:
-    return pcapng_block(6, _EPB_HEAD.pack(interface, ts >> 32, ts & 0xFFFFFFFF, len(data),
-                                          len(data)) + data)
+class _Piece:
+    """One connection's frames of a range, as a pcapng section being written."""
+
+    __slots__ = ("body", "interfaces", "numbers", "piece")
+
+    def __init__(self, piece: int = 0) -> None:
+        self.piece = piece
+        self.numbers = array("q")
+        self.body = bytearray()
+        self.interfaces: dict[int, int] = {}  # link type -> interface id
+
+    def add(self, number: int, ts: int, linktype: int, data: Any) -> None:
+        interface = self.interfaces.get(linktype)
+        if interface is None:
+            interface = self.interfaces[linktype] = len(self.interfaces)
+        n = len(data)
+        pad = -n & 3
+        total = 32 + n + pad
+        body = self.body
+        body += _EPB_HEAD.pack(6, total, interface, ts >> 32, ts & 0xFFFFFFFF, n, n)
+        body += data
+        body += _TRAILERS[pad].pack(total)
+        self.numbers.append(number)
+
+    def value(self) -> Value:
+        head = _SHB + b"".join(_idb(linktype) for linktype in self.interfaces)
+        return self.numbers.tobytes(), head + self.body
 
 
-class _Pieces:
-    """A binary file read from an iterator of byte strings."""
+def range_rows(f: BinaryIO, capture: str, index: int, start: int, end: int,
+               piece_bytes: int = PIECE_BYTES, member: int = 0,
+               label: str | None = None, compiled: bool = True) -> Iterator[Row]:
+    """The rows of range ``index`` (``[start, end)``) of the capture in ``f``: a row per
+    connection (and per ``piece_bytes`` of its frames) holding its frames that hold a
+    TCP segment or IP fragment, then the row of the range's facts (key
+    ``(capture, FACTS, index, 0)``: the :class:`~mqttwire.capture.split.RangeRead`
+    attributes that :func:`~mqttwire.capture.split.chain_problem` checks, the time of
+    its last frame, the number of its last frame that holds a segment or fragment, and
+    ``problem`` when it cannot be used).  ``member``: for a set of files read as one
+    capture, which of its files ``f`` is (its ranges are numbered on from the earlier
+    files'), and ``label`` its name, for the errors.  ``compiled``: whether the common
+    frames' keys come from the compiled loop's parser (:func:`mqttwire.capture._fast.
+    flow_key`, where it is built; the others' from link.py), else all from link.py."""
+    facts: dict[str, Any] = {"range": index, "start": start, "end": end, "member": member}
+    pieces: dict[bytes, _Piece] = {}
+    last_ts = None
+    last_parsed = 0
+    fast = _fast_key if compiled else None
+    try:
+        result = read_range(f, start, end, label or capture)
+        for number, _offset, ts, linktype, data, _orig_len, _iface in result:
+            last_ts = ts
+            key = fast(linktype, data) if fast is not None else None
+            if key is None:
+                seg = parse_frame(linktype, data)
+                if seg is None:
+                    continue
+                key = flow_key(seg)
+            last_parsed = number
+            if not 0 <= ts < 1 << 63 or len(data) > MAX_FRAME - 64:
+                facts["problem"] = (f"frame {number} of the range does not fit a pcapng "
+                                    "block (a time before 1970, or too long)")
+                break
+            piece = pieces.get(key)
+            if piece is None:
+                piece = pieces[key] = _Piece()
+            piece.add(number, ts, linktype, data)
+            if len(piece.body) >= piece_bytes:
+                yield (capture, key, index, piece.piece), piece.value()
+                pieces[key] = _Piece(piece.piece + 1)
+        facts.update({name: getattr(result, name) for name in _CHECKED})
+        facts.update(last_ts=last_ts, last_parsed=last_parsed)
+    except CaptureFormatError as exc:
+        facts["problem"] = str(exc)
+    for key, piece in pieces.items():
+        if piece.numbers:
+            yield (capture, key, index, piece.piece), piece.value()
+    yield (capture, FACTS, index, 0), (None, json.dumps(facts))
 
-    def __init__(self, pieces: Iterator[bytes]) -> None:
-        self._pieces = pieces
-        self._buf = bytearray()
+#: The RangeRead attributes that chain_problem reads.
+_CHECKED = ("size", "format", "first", "start", "end", "sync", "next", "count",
+            "late_head_block")
+
+
+def partition_of(partitions: int) -> Callable[[Key], int]:
+    """The shuffle's partition of a row's key: by capture and connection, a CRC (the
+    same in every process, unlike ``hash`` of a string)."""
+    def partition(key: Key) -> int:
+        return zlib.crc32(key[1], zlib.crc32(key[0].encode())) % partitions
+    return partition
+
+
+# ---------------------------------------------------------------------------------------
+# Step 4: the check
+
+
+class FileSplit(NamedTuple):
+    """What the ranges of one file (or set of files) showed: the number of each range's
+    first frame less one, the time of the capture's last frame and the number of its
+    last frame that holds a segment or fragment (when and where a whole-file read ends
+    the open streams); or ``problem``, why the file must be read whole.  For a set,
+    ``names`` are its files' and ``starts`` the numbers of their first frames."""
+
+    offsets: list[int]
+    end_ts: int
+    end_frame: int
+    problem: str | None = None
+    names: tuple[str, ...] = ()
+    starts: tuple[int, ...] = ()
+
+    def files_of(self) -> FilesOf | None:
+        """The file of each of some records, for a set (as its FileChain says)."""
+        if len(self.names) < 2:
+            return None
+        chain = FileChain([(name, _no_opener) for name in self.names])
+        chain.starts, chain.names = list(self.starts), list(self.names)
+        return chain.files_of
+
+
+def _no_opener() -> BinaryIO:
+    raise AssertionError("a split set's files are not opened through its FileChain")
+
+
+def check_file(facts: Sequence[dict[str, Any]], names: Sequence[str] = ()) -> FileSplit:
+    """:class:`FileSplit` from the facts rows of one file's ranges (any order), or of
+    a set's (``names``: its files, in order; each file's ranges are checked as a file's
+    chain)."""
+    facts = sorted(facts, key=lambda fact: fact["range"])
+    problem = next((fact["problem"] for fact in facts if fact.get("problem")), None)
+    if problem is None:
+        for member, ranges in groupby(facts, key=lambda fact: fact.get("member", 0)):
+            problem = chain_problem(cast("Sequence[RangeRead]",
+                                         [SimpleNamespace(**fact) for fact in ranges]))
+            if problem is not None:
+                if names:  # a set's
+                    problem = f"{names[member]}: {problem}"
+                break
+    if problem is not None:
+        return FileSplit([], 0, 0, problem)
+    offsets = []
+    starts: list[int] = []
+    total = end_ts = end_frame = 0
+    for fact in facts:
+        if fact.get("member", 0) == len(starts):
+            starts.append(total + 1)
+        offsets.append(total)
+        if fact["last_ts"] is not None:
+            end_ts = fact["last_ts"]
+        if fact["last_parsed"]:
+            end_frame = total + fact["last_parsed"]
+        total += fact["count"]
+    return FileSplit(offsets, end_ts, end_frame, None, tuple(names), tuple(starts))
+
+
+# ---------------------------------------------------------------------------------------
+# Steps 3 and 5: per connection
+
+#: A frame that holds a TCP segment and changes nothing (a RST of no connection), ending
+#: each stream: the decoder then ends the open streams at its time and frame, as at the
+#: end of a whole file.
+_END_FRAME = ipv4_packet(bytes(4), bytes(4), tcp_header(bytes(4), bytes(4), 0, 0, 0, 0,
+                                                        RST, b""))
+#: The place of a frame: its range shifted by this many bits, plus its number there.
+_PLACE_BITS = 40
+
+
+def _end_section(ts: int) -> bytes:
+    piece = _Piece()
+    piece.add(0, ts, LINKTYPE_RAW, _END_FRAME)
+    return cast(bytes, piece.value()[1])
+
+
+class _Sections:
+    """A binary file read from the rows' sections, one after the other, then the end
+    section; ``numbers`` gets each frame's number as its section is reached (``number``
+    turns a row's range and its numbers there into the numbers kept)."""
+
+    def __init__(self, rows: Iterable[Row], end: bytes, end_number: int,
+                 number: Callable[[int, bytes], array[int]]) -> None:
+        self.numbers = array("q")
+        self._pieces = self._sections(rows, end, end_number, number)
+        self._buf = memoryview(b"")
+
+    def _sections(self, rows: Iterable[Row], end: bytes, end_number: int,
+                  number: Callable[[int, bytes], array[int]]) -> Iterator[bytes]:
+        for (_capture, _flow, index, _piece), (numbers, section) in rows:
+            self.numbers.extend(number(index, cast(bytes, numbers)))
+            yield cast(bytes, section)
+        self.numbers.append(end_number)
+        yield end
 
     def read(self, n: int = -1) -> bytes:
-        buf = self._buf
-        while n < 0 or len(buf) < n:
+        # The reader asks for large chunks: a section is handed over as it is, without
+        # joining it to the next (a copy of the capture's bytes saved).
+        if not self._buf:
             piece = next(self._pieces, None)
             if piece is None:
-                break
-            buf += piece
-        if n < 0 or n >= len(buf):
-            out = bytes(buf)
-            buf.clear()
+                return b""
+            self._buf = memoryview(piece)
+        if n < 0 or n >= len(self._buf):
+            out, self._buf = self._buf, memoryview(b"")
         else:
-            out = bytes(buf[:n])
-            del buf[:n]
-        return out
+            out, self._buf = self._buf[:n], self._buf[n:]
+        return out.tobytes() if len(out) != len(out.obj) else cast(bytes, out.obj)
 
 
-class _SplitTables(ShareTables):
-    """CaptureTables for part of a capture's connections, as a share's (the latest
-    retained PUBLISH per topic is chosen over all the parts), with connection ids
-    "<capture>#@<frame that opened it>"."""
-
-    def _connection_rank(self, connection_id: str | None) -> int:
-        return int(connection_id.rsplit("#@", 1)[1]) if connection_id else 0
-
-
-def decode_rows(capture: str, rows: Iterable[Sequence[Any]], split: FileSplit,
-                how: Decoding, stats: FileStats | None = None,
-                codec: ModuleType | None = None) -> Iterator[Batch]:
-    """The table batches (the five tables, with placeholder connection ids, and the
-    :data:`EXTRA_TABLES`) of some connections of ``capture``: ``rows`` are their
-    :data:`SEGMENTS` rows, each connection's in file order (others may come between).
-    ``codec``: as read_capture's."""
+def _handler(capture: str, how: Decoding, codec: ModuleType | None,
+             openings: list[int], decode: bool = True) -> MqttStreams:
     if codec is None:
         from .._impl import impl
 
         codec = impl
-    numbers = array("q")  # the file's number of each frame of the stream, from 1
+    return MqttStreams(capture, ports=how.ports, codec=codec,
+                       payload_limit=how.payload_limit, version=how.version,
+                       stream_ends=True, openings=openings,
+                       keep=None if decode else _none, unconnected=decode)
+
+
+def _none(number: int) -> bool:
+    return False
+
+
+def _places(index: int, numbers: bytes) -> array[int]:
+    out = array("q", numbers)
+    shift = index << _PLACE_BITS
+    return array("q", [shift + n for n in out]) if shift else out
+
+
+def openings_of(capture: str, rows: Iterable[Row], how: Decoding,
+                codec: ModuleType | None = None) -> list[tuple[int, int]]:
+    """Step 3: the places (range, number within it) of the frames that opened the TCP
+    connections of ``rows`` (some connections' rows of ``capture``, each connection's in
+    order).  The connections are followed as :func:`decode_rows` follows them, but
+    ignored as they open, as a share's task ignores the other shares' (.shares): their
+    ends are still tracked, so the frames that open them are the same, and none of
+    their bytes is decoded."""
     openings: list[int] = []
-    handler = MqttStreams(capture, ports=how.ports, codec=codec,
-                          payload_limit=how.payload_limit, version=how.version,
-                          stream_ends=True, openings=openings)
+    handler = _handler(capture, how, codec, openings, decode=False)
+    stream = _Sections(rows, _end_section(0), 0, _places)
+    for _ in read_with(cast(BinaryIO, stream), handler):
+        pass
+    mask = (1 << _PLACE_BITS) - 1
+    return [(place >> _PLACE_BITS, place & mask)
+            for place in (stream.numbers[frame - 1] for frame in openings)]
 
-    def stream() -> Iterator[bytes]:
-        yield _SHB
-        interfaces: dict[int, int] = {}
-        for row in rows:
-            linktype = row[5]
-            interface = interfaces.get(linktype)
-            if interface is None:
-                interface = interfaces[linktype] = len(interfaces)
-                yield _idb(linktype)
-            numbers.append(split.offsets[row[2]] + row[3])
-            yield _epb(interface, row[4], row[6])
-        if LINKTYPE_RAW not in interfaces:
-            interfaces[LINKTYPE_RAW] = len(interfaces)
-            yield _idb(LINKTYPE_RAW)
-        numbers.append(split.end_frame)
-        yield _epb(interfaces[LINKTYPE_RAW], split.end_ts, _END_FRAME)
 
+def decode_rows(capture: str, rows: Iterable[Row], split: FileSplit,
+                numbers: dict[int, int], how: Decoding, stats: FileStats | None = None,
+                codec: ModuleType | None = None) -> Iterator[Batch]:
+    """Step 5: the table batches (the five tables, ``retain_events`` instead of
+    ``retained``) of some connections of ``capture``: ``rows`` are their rows, each
+    connection's in order (others may come between); ``numbers`` the number of every
+    connection of the capture by the frame (in the file) that opened it.  ``codec``: as
+    read_capture's."""
+    openings: list[int] = []
+    handler = _handler(capture, how, codec, openings)
+    offsets = split.offsets
+
+    def number(index: int, found: bytes) -> array[int]:
+        out = array("q", found)
+        offset = offsets[index]
+        return array("q", [offset + n for n in out]) if offset else out
+
+    stream = _Sections(rows, _end_section(split.end_ts), split.end_frame, number)
+    frames = stream.numbers
     ids: dict[str, str] = {}
-    prefix = capture + "#"
+    prefix = len(capture) + 1
 
-    def placeholder(local: str) -> str:
-        frame = numbers[openings[int(local[len(prefix):]) - 1] - 1]
-        name = ids[local] = f"{capture}#@{frame}"
+    def named(local: str) -> str:
+        opened = frames[openings[int(local[prefix:]) - 1] - 1]
+        name = ids[local] = f"{capture}#{numbers[opened]}"
         return name
 
     def records() -> Iterator[Record]:
-        for rec in read_with(cast(BinaryIO, _Pieces(stream())), handler):
+        for rec in read_with(cast(BinaryIO, stream), handler):
             if rec.frame:
-                rec.frame = numbers[rec.frame - 1]
+                rec.frame = frames[rec.frame - 1]
             local = rec.connection_id
             if local is not None:
-                rec.connection_id = ids.get(local) or placeholder(local)
+                rec.connection_id = ids.get(local) or named(local)
             yield rec
 
-    tables = _SplitTables(capture)
-    yield from table_batches(records(), tables, stats)
+    tables = ShareTables(capture)
+    yield from table_batches(records(), tables, stats, split.files_of())
     yield from retain_event_batches(tables)
-    if openings:
-        frames = [numbers[frame - 1] for frame in openings]
-        yield "openings", pa.RecordBatch.from_arrays(
-            [pa.array([capture] * len(frames), pa.string()), pa.array(frames, pa.int64())],
-            schema=OPENINGS)
 
 
 # ---------------------------------------------------------------------------------------
 # Executor side: the tasks
 
 
-def _range_task(counters: Any) -> Callable[[Iterator[pa.RecordBatch]],
-                                           Iterator[pa.RecordBatch]]:
-    """mapInArrow function over (name, path, range, start, end, last) rows."""
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for name, path, index, start, end, last in zip(
-                    *(c.to_pylist() for c in batch.columns)):
-                with open(path, "rb") as f:
-                    yield from range_rows(f, name, index, start, end)
-                counters.bytes.add(end - start)
-                if last:
-                    counters.files.add(1)
+def _range_task(counters: Any) -> Callable[[Iterable[tuple[Any, ...]]], Iterator[Row]]:
+    """mapPartitions function over (name, path, range, start, end, last, member, label)
+    rows."""
+    def run(listing: Iterable[tuple[Any, ...]]) -> Iterator[Row]:
+        for name, path, index, start, end, last, member, label in listing:
+            with open(path, "rb") as f:
+                yield from range_rows(f, name, index, start, end, member=member,
+                                      label=label)
+            counters.bytes.add(end - start)
+            if last:
+                counters.files.add(1)
     return run
 
 
-def _decode_task(splits: dict[str, FileSplit], how: Decoding,
-                 counters: Any) -> Callable[[Iterator[pa.RecordBatch]],
-                                            Iterator[pa.RecordBatch]]:
-    """mapInArrow function over a partition of SEGMENTS rows sorted by capture, flow
-    and place: staged batches of every table."""
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from .batches import stage
+def _by_capture(rows: Iterable[Row]) -> Iterator[tuple[str, Iterator[Row]]]:
+    """A partition's rows (sorted by key) by capture, the facts rows left out."""
+    return groupby((row for row in rows if row[0][1] != FACTS), key=lambda row: row[0][0])
 
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for batch in batches:
-                yield from zip(*(c.to_pylist() for c in batch.columns))
 
+def openings_task(how: Decoding) -> Callable[[Iterable[Row]], Iterator[tuple[Any, ...]]]:
+    """mapPartitions function over a partition of shuffled rows: ("facts", capture,
+    JSON) for each facts row, ("opened", capture, range, number) for each connection
+    opened."""
+    def run(rows: Iterable[Row]) -> Iterator[tuple[Any, ...]]:
+        facts: list[tuple[Any, ...]] = []
+
+        def kept(rows: Iterable[Row]) -> Iterator[Row]:
+            for row in rows:
+                if row[0][1] == FACTS:
+                    facts.append(("facts", row[0][0], row[1][1]))
+                else:
+                    yield row
+
+        for capture, group in groupby(kept(rows), key=lambda row: row[0][0]):
+            for index, number in openings_of(capture, group, how):
+                yield "opened", capture, index, number
+        yield from facts
+    return run
+
+
+def _decode_task(splits: dict[str, FileSplit], numbers: dict[str, dict[int, int]],
+                 how: Decoding, counters: Any
+                 ) -> Callable[[Iterable[Row]], Iterator[Batch]]:
+    """The tables' batches of a partition of shuffled rows (its good files' only)."""
+    def run(rows: Iterable[Row]) -> Iterator[Batch]:
         stats = FileStats()
-        for capture, group in groupby(rows(), key=lambda row: row[0]):
-            for table, batch in decode_rows(capture, group, splits[capture], how, stats):
-                yield stage(table, batch)
+        for capture, group in _by_capture(rows):
+            if capture in splits:
+                yield from decode_rows(capture, group, splits[capture], numbers[capture],
+                                       how, stats)
         counters.records.add(stats.records)
         counters.packets.add(stats.packets)
         counters.errors.add(stats.errors)
@@ -377,95 +490,123 @@ def _decode_task(splits: dict[str, FileSplit], how: Decoding,
 
 @dataclass
 class SplitRead:
-    """The split files of a run, once their ranges were read and checked."""
+    """The split files of a run, once their ranges were read, shuffled and checked."""
 
     #: The files read in ranges and decoded per connection.
     files: list[CaptureFile]
     #: The files whose ranges failed the check: to be read whole.
     fallback: list[CaptureFile]
-    #: Every table's batches of the split files (STAGED), placeholder ids included.
-    staged: DataFrame | None
-    #: The range tasks' rows, kept on disk until :meth:`unpersist`.
-    segments: DataFrame
+    #: The shuffled rows (every file's), sorted by key in each partition.
+    shuffled: RDD[Row]
+    splits: dict[str, FileSplit]
+    #: Per good file, the number of each connection by the frame that opened it.
+    numbers: dict[str, dict[int, int]]
+    how: Decoding
+    counters: Any
+    #: The rows of the range tasks and their bytes (what crosses the shuffle).
+    shuffle_rows: int = 0
+    shuffle_bytes: int = 0
 
-    def unpersist(self) -> None:
-        self.segments.unpersist()
+    def line(self) -> str:
+        """What was split, for stderr."""
+        return (f"{len(self.files)} capture(s) split, {self.shuffle_rows:,} rows "
+                f"({self.shuffle_bytes / (1 << 20):.1f} MiB) through the shuffle"
+                + (f"; read whole: {', '.join(f.name for f in self.fallback)}"
+                   if self.fallback else ""))
+
+    def batches(self) -> Callable[[Iterable[Row]], Iterator[Batch]]:
+        """The per-connection task (step 5): a partition's rows to its table batches."""
+        return _decode_task(self.splits, self.numbers, self.how, self.counters)
+
+    def written(self, out: Callable[[Iterable[Batch]], Iterator[Any]]) -> list[tuple[Any, ...]]:
+        """Run step 5, each task writing its files (``out``: PartFiles.write); their
+        WRITTEN rows."""
+        task = self.batches()
+
+        def run(rows: Iterable[Row]) -> Iterator[tuple[Any, ...]]:
+            for batch in out(task(rows)):
+                yield from zip(*(c.to_pylist() for c in batch.columns))
+
+        return self.shuffled.mapPartitions(run).collect() if self.files else []
+
+    def staged(self, spark: SparkSession) -> DataFrame:
+        """Step 5 as a lazy DataFrame of STAGED rows (:func:`~.batches.stage`)."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from .batches import stage
+        from .schema import STAGED
+
+        task = self.batches()
+
+        def run(rows: Iterable[Row]) -> Iterator[tuple[Any, ...]]:
+            for table, batch in task(rows):
+                staged = stage(table, batch)
+                yield staged.column(0)[0].as_py(), staged.column(1)[0].as_buffer().to_pybytes()
+
+        return spark.createDataFrame(self.shuffled.mapPartitions(run),
+                                     from_arrow_schema(STAGED))
 
 
-def read_split(spark: SparkSession, files: list[CaptureFile], split_size: int,
+def read_split(sc: SparkContext, files: list[CaptureFile], split_size: int,
                how: Decoding, counters: Any) -> SplitRead:
-    """Steps 1 and 2 of the module docstring for ``files`` (local paths, each larger
-    than ``split_size``), and step 3 as a lazy DataFrame."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
+    """Steps 1 to 4 of the module docstring for ``files`` (local paths, each larger
+    than ``split_size``), as RDD jobs (no SQL session needed); step 5 waits for
+    :meth:`SplitRead.written` or :meth:`SplitRead.staged`."""
     from .inputs import local_path
-    from .schema import STAGED
+    from .sets import SetFile
 
-    rows = []
+    listing = []
+    names: dict[str, list[str]] = {}
     for f in files:
-        ranges = plan_ranges(f.size, split_size)
-        rows += [(f.name, local_path(f.uri), index, start, end, index == len(ranges) - 1)
-                 for index, (start, end) in enumerate(ranges)]
-    listing = spark.createDataFrame(
-        spark.sparkContext.parallelize(rows, len(rows)),
-        "name string, path string, range int, start long, end long, last boolean")
-    segments = listing.mapInArrow(_range_task(counters), from_arrow_schema(SEGMENTS))
-    segments.persist(StorageLevel.DISK_ONLY)
+        members = f.members if isinstance(f, SetFile) else [f]
+        names[f.name] = [m.name for m in members] if isinstance(f, SetFile) else []
+        index = 0
+        for member, m in enumerate(members):
+            ranges = plan_ranges(m.size, split_size)
+            for i, (start, end) in enumerate(ranges):
+                listing.append((f.name, local_path(m.uri), index, start, end,
+                                i == len(ranges) - 1, member, m.name))
+                index += 1
+    # A task reads about split_size bytes (several small files of a set, or a range);
+    # the shuffle has a partition per range, at most four per core (a set of many small
+    # files has more ranges than connections).
+    cores = sc.defaultParallelism
+    total = sum(f.size for f in files)
+    tasks = min(len(listing), max(cores, -(-total // split_size)))
+    partitions = max(cores, min(len(listing), 4 * cores))
+    rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
+
+    def counted(rows: Iterable[Row]) -> Iterator[Row]:
+        for row in rows:
+            rows_acc.add(1)
+            bytes_acc.add(len(row[1][1]) + len(row[1][0] or b""))
+            yield row
+
+    ranged = (sc.parallelize(listing, tasks).mapPartitions(_range_task(counters))
+              .mapPartitions(counted))
+    shuffled = ranged.repartitionAndSortWithinPartitions(
+        partitions, partition_of(partitions), keyfunc=lambda key: key)
     facts: dict[str, list[dict[str, Any]]] = {f.name: [] for f in files}
-    for row in segments.where(F.col("facts").isNotNull()).select("capture", "facts").collect():
-        facts[row["capture"]].append(json.loads(row["facts"]))
-    splits = {name: check_file(found) for name, found in facts.items()}
+    opened: dict[str, list[tuple[int, int]]] = {f.name: [] for f in files}
+    for row in shuffled.mapPartitions(openings_task(how)).collect():
+        if row[0] == "facts":
+            facts[row[1]].append(json.loads(row[2]))
+        else:
+            opened[row[1]].append((row[2], row[3]))
+    splits = {name: check_file(found, names[name]) for name, found in facts.items()}
     good = [f for f in files if splits[f.name].problem is None]
     fallback = [f for f in files if splits[f.name].problem is not None]
     for f in fallback:  # its bytes are counted again when it is read whole
-        counters.files.add(-1)
+        counters.files.add(-len(f.members) if isinstance(f, SetFile) else -1)
         counters.bytes.add(-f.size)
-    staged = None
-    if good:
-        names = [f.name for f in good]
-        parts = max(spark.sparkContext.defaultParallelism,
-                    sum(len(splits[n].offsets) for n in names))
-        staged = (segments.where(F.col("facts").isNull() & F.col("capture").isin(names))
-                  .repartition(parts, "capture", "flow")
-                  .sortWithinPartitions("capture", "flow", "range", "number")
-                  .mapInArrow(_decode_task({n: splits[n] for n in names},
-                                           how, counters),
-                              from_arrow_schema(STAGED)))
-    return SplitRead(good, fallback, staged, segments)
-
-
-def connection_ids(openings: DataFrame) -> DataFrame:
-    """The connection ids of split captures from their ``openings``: ``_placeholder``
-    ("<capture>#@<frame>") and ``_id`` ("<capture>#<n>", n the rank of the frame that
-    opened the connection among the capture's)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    rank = F.row_number().over(Window.partitionBy("capture").orderBy("frame"))
-    # One partition: the ids are a row per connection and every table joins them by
-    # broadcast.  The window's shuffle leaves spark.sql.shuffle.partitions (200) of
-    # them, which adaptive execution does not coalesce once the ids are cached
-    # (Tables.persist): then every table's join read 200 partitions, mostly empty, in
-    # 200 tasks.
-    return openings.select(
-        F.concat(F.col("capture"), F.lit("#@"), F.col("frame").cast("string"))
-        .alias("_placeholder"),
-        F.concat(F.col("capture"), F.lit("#"), rank.cast("string")).alias("_id"),
-    ).coalesce(1)
-
-
-def renumber(table: DataFrame, ids: DataFrame) -> DataFrame:
-    """``table`` with the placeholder connection ids of split captures replaced by their
-    numbers (``ids``, from :func:`connection_ids`; other ids are kept)."""
-    from pyspark.sql import functions as F
-
-    joined = table.join(F.broadcast(ids), table["connection_id"] == ids["_placeholder"],
-                        "left")
-    return joined.select(*[
-        F.coalesce(ids["_id"], table["connection_id"]).alias(name)
-        if name == "connection_id" else table[name] for name in table.columns])
+    numbers = {}
+    for f in good:
+        offsets = splits[f.name].offsets
+        frames = sorted(offsets[index] + number for index, number in opened[f.name])
+        numbers[f.name] = {frame: n for n, frame in enumerate(frames, 1)}
+    return SplitRead(good, fallback, shuffled,
+                     {f.name: splits[f.name] for f in good}, numbers, how, counters,
+                     rows_acc.value, bytes_acc.value)
 
 
 def retained(events: DataFrame) -> DataFrame:
@@ -473,6 +614,8 @@ def retained(events: DataFrame) -> DataFrame:
     and topic, the latest retained PUBLISH by RetainOrder, unless it removed the
     message (an empty payload)."""
     from pyspark.sql import functions as F
+
+    from .schema import RETAINED
 
     names = [field.name for field in RETAINED]
     order = F.struct("order_frame", "order_connection", "order_seen")

@@ -21,12 +21,15 @@ from spark_scenarios import (
     capture_c,
     capture_mixed,
     comparable_rows,
+    ring_buffer,
     stage_tasks,
 )
 
 NOT_A_CAPTURE = b"These are notes, not a capture.\n" * 4
 #: The split size of the split runs: a few frames per range.
 SPLIT_SIZE = 1000
+#: The frames per file of the ring buffer (the mixed capture cut by editcap -c).
+RING_FRAMES = 40
 
 
 @dataclass
@@ -92,6 +95,10 @@ class LocalRun:
     #: spark.sql.shuffle.partitions.
     split_tasks: list[int] = field(default_factory=list)
     shuffle_partitions: int = 0
+    #: A ring buffer (the mixed pcapng cut by editcap -c): its folder, among the inputs
+    #: of ``mixed``, and the names of the captures that ``mixed["split"]`` split.
+    ring: Path | None = None
+    split_files: list[str] = field(default_factory=list)
 
 
 
@@ -163,9 +170,15 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
                 files=result.files)
             run.spark_summaries[reader] = report.text
         run.frames = rows(read_tables(spark, captures.inputs))
-        inputs = captures.inputs + [str(path) for path in captures.mixed]
-        run.mixed = {"whole": rows(read_tables(spark, inputs, split_size=None)),
-                     "split": rows(read_tables(spark, inputs, split_size=SPLIT_SIZE))}
+        run.ring = tmp_path_factory.mktemp("ring") / "ring"
+        ring_buffer(captures.mixed[1].read_bytes(), run.ring, RING_FRAMES)
+        inputs = captures.inputs + [str(path) for path in captures.mixed] + [str(run.ring)]
+        # Payloads cut as the cluster test's runs cut them, to compare with theirs.
+        split = read_tables(spark, inputs, split_size=SPLIT_SIZE, payload_limit=4)
+        run.split_files = sorted(f.name for f in split.split.files) if split.split else []
+        run.mixed = {"whole": rows(read_tables(spark, inputs, split_size=None,
+                                               payload_limit=4)),
+                     "split": rows(split)}
         written = tmp_path_factory.mktemp("partitions") / "t"
         spark.createDataFrame([(name, 1) for name in PARTITION_NAMES], "capture string, x int"
                               ).write.partitionBy("capture").parquet(str(written))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -357,3 +359,17 @@ def stage_tasks(tracker: Any, jobs: set[int]) -> list[int]:
               for stage in info.stageIds}
     return [info.numTasks for stage in sorted(stages)
             if (info := tracker.getStageInfo(stage)) is not None]
+
+
+def ring_buffer(raw: bytes, folder: Path, frames: int) -> list[Path]:
+    """``raw`` (a capture) cut by ``editcap -c`` into files of ``frames`` frames in the
+    new folder ``folder``, as a ring buffer is kept; the files in order."""
+    editcap = shutil.which("editcap")
+    assert editcap is not None, "editcap (Wireshark's) is needed to cut ring buffers"
+    folder.mkdir()
+    source = folder / "source.pcapng"
+    source.write_bytes(raw)
+    subprocess.run([editcap, "-c", str(frames), str(source), str(folder / "ring.pcapng")],
+                   check=True, capture_output=True)
+    source.unlink()
+    return sorted(folder.iterdir())

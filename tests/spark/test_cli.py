@@ -218,6 +218,7 @@ def test_session_conf_stops_the_jit_at_c1_only_where_the_tasks_write(
     assert conf(master="local[1]", driver_memory="2g") == {**jit, "spark.driver.memory": "2g"}
     assert conf(master="local[2]", writer="spark") == {}
     assert conf(master="local[2]", split_size=1 << 20) == {}
+    assert conf(master="local[2]", split_size="auto") == jit  # auto: no split on local
     assert conf(master="spark://127.0.0.1:7077") == {}
     assert conf(master="local[2]", out="hdfs://nn/tables") == {}
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # spark-submit's master and JVM
@@ -327,11 +328,26 @@ def _options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, given: list[str]) 
 
 @pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
 @pytest.mark.parametrize(("given", "split_size"), [
-    ([], None), (["--split-size", "1k"], 1024), (["--split-size", "128M"], 128 << 20),
-    (["--split-size", "4096"], 4096), (["--split-size", "0"], None)])
+    ([], "auto"), (["--split-size", "1k"], 1024), (["--split-size", "128M"], 128 << 20),
+    (["--split-size", "4096"], 4096), (["--split-size", "0"], None),
+    (["--split-size", "AUTO"], "auto")])
 def test_pipeline_split_size(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                             given: list[str], split_size: int | None) -> None:
+                             given: list[str], split_size: int | str | None) -> None:
     assert _options(monkeypatch, tmp_path, given).split_size == split_size  # None: never
+
+
+@pytest.mark.spark
+def test_the_default_split_size_is_a_clusters_only() -> None:
+    """``auto`` splits files over 128 MiB on a cluster's master, none on a local one
+    (where shares cost less: benchmarks/capture.md); a size given is kept anywhere."""
+    from mqttwire.spark import PipelineOptions
+
+    auto = PipelineOptions(["x.pcap"], "out", split_size="auto")
+    assert auto.split_for("local[2]") is None and auto.split_for("local[*]") is None
+    assert auto.split_for("spark://10.0.0.1:7077") == 128 << 20
+    assert auto.split_for("yarn") == 128 << 20
+    for given in (None, 4096):
+        assert PipelineOptions(["x.pcap"], "out", split_size=given).split_for("yarn") == given
 
 
 @pytest.mark.parametrize("size", ["2", "g", "2gb", "-1g", "0m", "1.5g"])

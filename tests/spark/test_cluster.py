@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from spark_scenarios import read_rows
+from spark_scenarios import comparable_rows, read_rows
 
 # once: the scheduling over a standalone cluster's workers is Spark's, whichever
 # implementation decodes in them (the pipeline tests cover the pure one, on local[2]);
@@ -122,8 +122,11 @@ def test_cluster_tables_equal_local(cluster: str, captures, local_run,
 
 def test_cluster_splits_one_capture_over_both_workers(cluster: str, captures, local_run,
                                                       tmp_path: Path) -> None:
-    """With a split size of 1 KiB, a.pcapng (5 KiB) is read in ranges whose tasks run on
-    both workers (as Spark's event log shows), and the tables are the local run's."""
+    """With a split size of 1 KiB, a.pcapng (5 KiB) is read in ranges, and a ring buffer
+    (a folder of editcap -c's files, one capture) in its files' ranges, by tasks that
+    run on both workers (as Spark's event log shows);
+    the tables are the local runs': the pipeline's, and read_tables' of the ring buffer
+    read by one task."""
     out, events, conf = tmp_path / "out", tmp_path / "events", tmp_path / "conf"
     events.mkdir()
     conf.mkdir()
@@ -135,14 +138,22 @@ def test_cluster_splits_one_capture_over_both_workers(cluster: str, captures, lo
     env = dict(os.environ, SPARK_CONF_DIR=str(conf), PYTHONPATH=os.pathsep.join(
         [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
     proc = subprocess.run(
-        [sys.executable, "-m", "mqttwire", "pipeline", *captures.inputs, "--out", str(out),
-         "--master", cluster, "--payload-limit", "4", "--progress", "0",
-         "--split-size", "1k"],
+        [sys.executable, "-m", "mqttwire", "pipeline", *captures.inputs,
+         str(local_run.ring), "--out", str(out), "--master", cluster, "--payload-limit",
+         "4", "--progress", "0", "--split-size", "1k"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_TIMEOUT,
         check=False)
     assert proc.returncode == 1, proc.stderr[-4000:]  # the bad inputs, as above
+    # The capture's name: its first file's, by its path in the folder given.
+    ring = "ring/" + min(path.name for path in local_run.ring.iterdir())
     for table in ("packets", "connections", "messages", "retained", "errors"):
-        assert read_rows(out, table) == read_rows(local_run.out["stream"], table), table
+        rows = read_rows(out, table)
+        assert [row for row in rows if row["capture"] != ring] == read_rows(
+            local_run.out["stream"], table), table
+        ring_rows = comparable_rows([row for row in rows if row["capture"] == ring])
+        assert ring_rows == [row for row in local_run.mixed["whole"][table]
+                             if row["capture"] == ring], table
+        assert ring_rows or table == "errors", table
     lines = [line for path in sorted(events.rglob("*")) if path.is_file()
              for line in path.read_text().splitlines()]
     stages: dict[int, str] = {}
@@ -157,4 +168,7 @@ def test_cluster_splits_one_capture_over_both_workers(cluster: str, captures, lo
                 event["Task Info"]["Executor ID"])
     ranges = [stage for stage, text in stages.items() if "split.py" in text]
     assert ranges, f"no stage of mqttwire/spark/split.py among {sorted(stages.values())}"
+    # The ranges, the openings over the shuffle, the decoding (whose tasks go where the
+    # shuffle's blocks are, either worker).
+    assert len(ranges) >= 3, sorted(stages.values())
     assert any(len(executors.get(stage, ())) == 2 for stage in ranges), executors

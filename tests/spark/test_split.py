@@ -3,10 +3,11 @@ whole-file read, table by table.
 
 The first tests run the split steps in plain Python (no Spark: fast, so every split size
 and both implementations): the range tasks, the shuffle (rows by a hash of their
-connection key into a few "tasks", sorted in each), the per-connection decoding, then the
-two rules that Spark applies over all tasks, written here independently: a connection's
-number is the rank of the frame that opened it, and the retained message of a topic is
-the latest by (frame, connection, arrival).  The Spark tests run read_tables itself.
+connection key into a few "tasks", sorted in each), the openings pass, the
+per-connection decoding, then the two rules applied over all tasks, written here
+independently: a connection's number is the rank of the frame that opened it, and the
+retained message of a topic is the latest by (frame, connection, arrival).  The Spark
+tests run read_tables and the pipeline themselves.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from spark_scenarios import capture_a, capture_b, capture_mixed, comparable_rows
+from spark_scenarios import capture_a, capture_b, capture_mixed, comparable_rows, ring_buffer
 
 from mqttwire.capture import read_capture
 from mqttwire.capture.split import plan_ranges
@@ -33,11 +34,13 @@ from mqttwire.spark.derive import CaptureTables
 try:
     from mqttwire.spark.batches import Decoding, table_batches
     from mqttwire.spark.split import (
-        SEGMENTS,
+        FACTS,
+        PIECE_BYTES,
         FileSplit,
         check_file,
         decode_rows,
         flow_key,
+        openings_of,
         range_rows,
     )
 except ModuleNotFoundError as exc:
@@ -60,41 +63,49 @@ def whole_tables(raw: bytes, name: str, codec: ModuleType) -> dict[str, list[dic
     return out
 
 
-def read_ranges(raw: bytes, name: str, split_size: int
-                ) -> tuple[FileSplit, list[dict[str, Any]], int]:
-    """The range tasks of a file: its FileSplit, its segment rows, and how many ranges."""
+def read_ranges(raw: bytes, name: str, split_size: int, piece_bytes: int = PIECE_BYTES
+                ) -> tuple[FileSplit, list[Any], int]:
+    """The range tasks of a file: its FileSplit, its connection rows, and how many
+    ranges."""
     facts: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
+    rows: list[Any] = []
     ranges = plan_ranges(len(raw), split_size)
     for index, (start, end) in enumerate(ranges):
-        for batch in range_rows(io.BytesIO(raw), name, index, start, end):
-            for row in batch.to_pylist():
-                if row["facts"] is None:
-                    rows.append(row)
-                else:
-                    facts.append(json.loads(row["facts"]))
+        for key, value in range_rows(io.BytesIO(raw), name, index, start, end, piece_bytes):
+            if key[1] == FACTS:
+                facts.append(json.loads(value[1]))
+            else:
+                rows.append((key, value))
     return check_file(facts), rows, len(ranges)
 
 
 def split_tables(raw: bytes, name: str, split_size: int, codec: ModuleType,
-                 tasks: int = 3) -> dict[str, list[dict[str, Any]]]:
+                 tasks: int = 3, piece_bytes: int = PIECE_BYTES
+                 ) -> dict[str, list[dict[str, Any]]]:
     """The tables of the split path, its Spark steps done in Python."""
-    split, rows, _ = read_ranges(raw, name, split_size)
+    split, rows, _ = read_ranges(raw, name, split_size, piece_bytes)
     assert split.problem is None, split.problem
-    parts: list[list[dict[str, Any]]] = [[] for _ in range(tasks)]
+    return shuffled_tables(name, split, rows, codec, tasks)
+
+
+def shuffled_tables(name: str, split: FileSplit, rows: list[Any], codec: ModuleType,
+                    tasks: int) -> dict[str, list[dict[str, Any]]]:
+    """The shuffle, the openings and the decoding of a split capture's rows."""
+    parts: list[list[Any]] = [[] for _ in range(tasks)]
     for row in rows:
-        parts[zlib.crc32(row["flow"]) % tasks].append(row)
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    how = Decoding((1883,), ALL, None)
+        parts[zlib.crc32(row[0][1]) % tasks].append(row)
     for part in parts:
-        part.sort(key=lambda r: (r["flow"], r["range"], r["number"]))
-        tuples = [tuple(r[field.name] for field in SEGMENTS) for r in part]
-        for table, batch in decode_rows(name, tuples, split, how, codec=codec):
-            out[table] += batch.to_pylist()
+        part.sort(key=lambda row: row[0])
+    how = Decoding((1883,), ALL, None)
     # Connection numbers: the rank of the opening frame among all the capture's.
-    opened = sorted(row["frame"] for row in out.pop("openings", []))
+    opened = sorted(split.offsets[index] + number for part in parts
+                    for index, number in openings_of(name, part, how, codec))
     assert len(opened) == len(set(opened)), "a frame opened two connections"
-    ids = {f"{name}#@{frame}": f"{name}#{n}" for n, frame in enumerate(opened, 1)}
+    numbers = {frame: n for n, frame in enumerate(opened, 1)}
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for part in parts:
+        for table, batch in decode_rows(name, part, split, numbers, how, codec=codec):
+            out[table] += batch.to_pylist()
     # Retained: the latest event per topic, unless it removed the message.
     latest: dict[str, dict[str, Any]] = {}
     for event in out.pop("retain_events", []):
@@ -104,10 +115,6 @@ def split_tables(raw: bytes, name: str, split_size: int, codec: ModuleType,
             latest[event["topic"]] = {"order": order, "row": event}
     assert not out["retained"], "a task chose retained messages itself"
     out["retained"] = [held["row"] for held in latest.values() if held["row"]["payload_length"]]
-    for rows_ in out.values():
-        for row in rows_:
-            if row.get("connection_id") is not None:
-                row["connection_id"] = ids[row["connection_id"]]
     return out
 
 
@@ -163,6 +170,31 @@ def test_the_number_of_tasks_does_not_matter(mixed: dict[str, bytes], tasks: int
                 whole_tables(raw, "m", codec))
 
 
+@pytest.mark.parametrize("piece_bytes", [1, 300])
+def test_a_connection_cut_into_several_rows_of_a_range(mixed: dict[str, bytes],
+                                                       piece_bytes: int,
+                                                       codec: ModuleType) -> None:
+    """A connection's frames of one range are cut into rows of about ``piece_bytes``
+    (one frame each at 1 byte): the same tables."""
+    raw = mixed["pcap"]
+    _, rows, _ = read_ranges(raw, "m", 4096, piece_bytes)
+    assert max(key[3] for key, _ in rows) > 0
+    same_tables(split_tables(raw, "m", 4096, codec, piece_bytes=piece_bytes),
+                whole_tables(raw, "m", codec))
+
+
+def test_a_range_ships_a_row_per_connection(mixed: dict[str, bytes]) -> None:
+    """What crosses the JVM: one row per connection and range, not one per frame."""
+    raw = mixed["pcapng"]
+    _, rows, ranges = read_ranges(raw, "m", 4096)
+    frames = sum(len(numbers) // 8 for _, (numbers, _) in rows)
+    per_range: dict[int, set[bytes]] = defaultdict(set)
+    for key, _ in rows:
+        per_range[key[2]].add(key[1])
+    assert len(rows) == sum(len(flows) for flows in per_range.values())
+    assert frames > 4 * len(rows)
+
+
 @pytest.mark.parametrize("make", [capture_a, capture_b], ids=["a", "b"])
 def test_split_tables_of_the_pipeline_captures(make: Any, tmp_path: Path,
                                                codec: ModuleType) -> None:
@@ -181,12 +213,15 @@ def test_a_truncated_file_is_read_whole(mixed: dict[str, bytes]) -> None:
     assert split.problem is not None and split.problem.startswith("range ")
 
 
-def test_a_range_without_records_of_its_own(mixed: dict[str, bytes]) -> None:
+def test_a_range_without_records_of_its_own(mixed: dict[str, bytes],
+                                            codec: ModuleType) -> None:
     """Ranges smaller than one frame: most hold no record start, and the chain still
     proves itself."""
     split, rows, ranges = read_ranges(mixed["pcap"], "m", 16)
     assert split.problem is None
     assert ranges > 3 * len(split.offsets) // 4 and len(rows) > 100
+    same_tables(split_tables(mixed["pcap"], "m", 16, codec),
+                whole_tables(mixed["pcap"], "m", codec))
     assert split.offsets == sorted(split.offsets)
 
 
@@ -213,11 +248,19 @@ SPARK_TABLES = ("packets", "connections", "messages", "retained", "errors")
 
 def test_read_tables_split_equals_whole(local_run: Any) -> None:
     """Every input of the pipeline tests (a truncated capture, which falls back to one
-    task, a text file and a missing path among them) and the mixed captures, split into
-    ranges of a few frames and decoded per connection by Spark: the same five tables."""
+    task, a text file and a missing path among them), the mixed captures and a ring
+    buffer of the mixed pcapng (a folder of editcap -c's files, one capture), split into
+    ranges of a few frames and decoded per connection by Spark: the same five tables as
+    each file (and the ring buffer) read by one task."""
     whole, split = local_run.mixed["whole"], local_run.mixed["split"]
+    # A folder's files are named by their path in it (the folder's name first).
+    ring = sorted(f"ring/{path.name}" for path in local_run.ring.iterdir())
     assert {row["capture"] for row in whole["connections"]} >= {"mixed.pcap",
-                                                                 "mixed.pcapng"}
+                                                                 "mixed.pcapng", ring[0]}
+    # The ring buffer and the mixed captures went the split way; the ring's packets
+    # name the files they came from.
+    assert {"mixed.pcap", "mixed.pcapng", ring[0]} <= set(local_run.split_files)
+    assert len({row["file"] for row in split["packets"]} & set(ring)) > 3
     for table in SPARK_TABLES:
         assert split[table] == whole[table], table
 
@@ -252,3 +295,106 @@ def test_read_tables_refuses_a_bad_split_size(split_size: Any) -> None:
 
     with pytest.raises(ValueError, match="split_size must be a positive number of bytes"):
         read_tables(None, ["x.pcap"], split_size=split_size)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------
+# A set of files (a ring buffer) read as one capture, its files' rows shuffled together
+
+
+def set_tables(paths: list[Path], codec: ModuleType) -> dict[str, list[dict[str, Any]]]:
+    """The tables of the set read whole, as one capture (the ordinary path: .sets)."""
+    from mqttwire.capture import MqttStreams, read_chain
+    from mqttwire.capture.sets import FileChain
+
+    name = paths[0].name
+    chain = FileChain([(p.name, lambda p=p: open(p, "rb")) for p in paths])
+    handler = MqttStreams(name, ports=(1883,), codec=codec, payload_limit=ALL,
+                          stream_ends=True)
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    with chain:
+        for table, batch in table_batches(read_chain(chain, handler), CaptureTables(name),
+                                          None, chain.files_of):
+            out[table] += batch.to_pylist()
+    return out
+
+
+def split_set_tables(paths: list[Path], split_size: int, codec: ModuleType,
+                     tasks: int = 3) -> dict[str, list[dict[str, Any]]]:
+    """The tables of the split path over the set's files, its Spark steps in Python."""
+    name = paths[0].name
+    facts: list[dict[str, Any]] = []
+    rows: list[Any] = []
+    index = 0
+    for member, path in enumerate(paths):
+        raw = path.read_bytes()
+        for start, end in plan_ranges(len(raw), split_size):
+            for key, value in range_rows(io.BytesIO(raw), name, index, start, end,
+                                         member=member):
+                if key[1] == FACTS:
+                    facts.append(json.loads(value[1]))
+                else:
+                    rows.append((key, value))
+            index += 1
+    split = check_file(facts, [p.name for p in paths])
+    assert split.problem is None, split.problem
+    return shuffled_tables(name, split, rows, codec, tasks)
+
+
+@pytest.mark.parametrize("frames", [7, 40])
+@pytest.mark.parametrize("split_size", [300, 1 << 20])
+def test_a_ring_buffer_split_equals_the_set_read_whole(mixed: dict[str, bytes],
+                                                       tmp_path: Path, frames: int,
+                                                       split_size: int,
+                                                       codec: ModuleType) -> None:
+    """The mixed capture cut by editcap -c into files of a few frames: each file read in
+    ranges (or whole, at 1 MiB), every file's rows of a connection decoded together, the
+    same tables as the set read as one capture, the ``file`` of each packet included;
+    and the same as the uncut file's, but for that column."""
+    paths = ring_buffer(mixed["pcapng"], tmp_path / "ring", frames)
+    assert len(paths) > 3
+    got = split_set_tables(paths, split_size, codec)
+    same_tables(got, set_tables(paths, codec))
+    files = {row["file"] for row in got["packets"]}
+    assert len(files) > 3 and files <= {p.name for p in paths}
+    whole = whole_tables(mixed["pcapng"], paths[0].name, codec)
+    for row in got["packets"] + got["errors"]:
+        row["file"] = paths[0].name
+    same_tables(got, whole)
+
+
+def test_a_ring_buffer_with_a_corrupt_file_is_read_whole(mixed: dict[str, bytes],
+                                                         tmp_path: Path) -> None:
+    paths = ring_buffer(mixed["pcapng"], tmp_path / "ring", 40)
+    paths[1].write_bytes(paths[1].read_bytes()[:-10])
+    facts = []
+    for member, path in enumerate(paths):
+        raw = path.read_bytes()
+        for key, value in range_rows(io.BytesIO(raw), "r", member, 0, len(raw),
+                                     member=member, label=path.name):
+            if key[1] == FACTS:
+                facts.append(json.loads(value[1]))
+    problem = check_file(facts, [p.name for p in paths]).problem
+    assert problem is not None and paths[1].name in problem
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_the_compiled_keys_make_the_same_rows(mixed: dict[str, bytes], fmt: str) -> None:
+    """The range tasks take the common frames' connection keys from the compiled loop's
+    parser where it is built: the same rows (and facts) as link.py's keys for all."""
+    from mqttwire.capture import _fast  # noqa: F401  # fails loudly where not built
+
+    raw = mixed[fmt]
+    for index, (start, end) in enumerate(plan_ranges(len(raw), 1000)):
+        assert list(range_rows(io.BytesIO(raw), "m", index, start, end, compiled=True)) == (
+            list(range_rows(io.BytesIO(raw), "m", index, start, end, compiled=False)))
+
+
+def test_the_split_line_says_what_crossed_the_shuffle() -> None:
+    from mqttwire.spark.inputs import CaptureFile
+    from mqttwire.spark.split import SplitRead
+
+    read = SplitRead([CaptureFile("file:/a.pcap", 10, "a.pcap")],
+                     [CaptureFile("file:/b.pcap", 10, "b.pcap")], None,  # type: ignore[arg-type]
+                     {}, {}, Decoding((1883,), ALL, None), None, 1234, 3 << 20)
+    assert read.line() == ("1 capture(s) split, 1,234 rows (3.0 MiB) through the shuffle; "
+                           "read whole: b.pcap")
