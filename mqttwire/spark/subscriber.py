@@ -159,6 +159,8 @@ class Subscriber:
         self._stopped = threading.Event()  # wakes a reconnection's wait
         #: Why the current connection ended (None while it runs).
         self._ended: SubscriberError | None = None
+        #: Whether a read or write of the current connection failed (nothing more is sent).
+        self._link_failed = False
         self._up_since: float | None = None  # when the current connection was accepted
         #: Disconnected.linger of the current connection's end (0.0 until it ended).
         self._linger = 0.0
@@ -257,10 +259,14 @@ class Subscriber:
     def _flush(self) -> None:
         """Send what the session queued (under the lock)."""
         data = self.session.data_to_send()
-        if data and self._sock is not None and self._ended is None:
+        # Sent even when the connection is ending: a DISCONNECT the session queued as it
+        # ended it (the broker's protocol violation, a refused subscription) must go out
+        # before the lingering close.  Not on a link that already failed.
+        if data and self._sock is not None and not self._link_failed:
             try:
                 self._sock.send_all(data)
             except OSError as exc:
+                self._link_failed = True
                 self._end(SubscriberError(f"sending to {self.host}:{self.port} failed: {exc}",
                                           transient=True))
 
@@ -317,6 +323,7 @@ class Subscriber:
                 return None
             self._sock = sock
             self._ended = None
+            self._link_failed = False
             self._linger = 0.0
             self.session.connect(time.monotonic())
             self._flush()
@@ -328,6 +335,7 @@ class Subscriber:
                 data = sock.receive() if sock.wait_readable(wait) else None
             except OSError as exc:
                 data = b""  # as a closed connection: the session is told it is lost
+                self._link_failed = True
                 self._end(SubscriberError(f"reading from {self.host}:{self.port} failed: "
                                           f"{exc}", transient=True))
             with self._lock:

@@ -181,6 +181,9 @@ def test_pipeline_on_exchanges_in_flight(inflight: InFlight, tmp_path: Path) -> 
     assert sum(c["unmatched_acks"] for c in connections) == unmatched
     summary = (out / "summary.md").read_text()
     left = sum(s == "incomplete" for s in status.values())
-    assert f"{left} exchange{'' if left == 1 else 's'} did not complete" in summary
+    if left:  # the capture's timing decides whether any is left (often some, not always)
+        assert f"{left} exchange{'' if left == 1 else 's'} did not complete" in summary
+    else:
+        assert "Every QoS 1 and 2 exchange in the captures completed." in summary
     if unmatched:
         assert f"{unmatched} acknowledgement" in summary

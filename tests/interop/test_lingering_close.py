@@ -247,6 +247,10 @@ def test_live_source_subscriber_disconnect_reaches_a_server_still_writing(
                     subscriber.close()
                 else:  # the thread ends the connection by itself
                     thread.join(TIMEOUT)
+                    # The thread says why once the socket is closed (the server saw that).
+                    deadline = time.monotonic() + TIMEOUT
+                    while subscriber.error is None and time.monotonic() < deadline:
+                        time.sleep(0.001)
                     assert subscriber.error is not None and "0x81" in str(subscriber.error)
                     subscriber.close()
             finally:

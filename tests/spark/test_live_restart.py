@@ -405,7 +405,13 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
             for _ in range(2):
                 written = len(rows(out))
                 wait_until(lambda n=written: len(rows(out)) >= n + 20, job, TIMEOUT)
+                connects = b.log_text().count("as restart-job (p5, c0")
                 b.restart(pause=1.0)
+                # Back before the next restart: rows written from messages received
+                # before this one do not show that (a restart during the backoff would
+                # be one reconnection for two restarts).
+                wait_until(lambda c=connects: b.log_text().count("as restart-job (p5, c0") > c,
+                           job, TIMEOUT)
             gate.set()
             for t in threads:
                 t.join(TIMEOUT)

@@ -63,10 +63,13 @@ def whole_tables(raw: bytes, name: str, codec: ModuleType) -> dict[str, list[dic
     return out
 
 
-def read_ranges(raw: bytes, name: str, split_size: int, piece_bytes: int = PIECE_BYTES
+def read_ranges(raw: bytes, name: str, split_size: int, piece_bytes: int | None = None
                 ) -> tuple[FileSplit, list[Any], int]:
     """The range tasks of a file: its FileSplit, its connection rows, and how many
-    ranges."""
+    ranges.  ``piece_bytes``: default PIECE_BYTES (looked up at the call: without pyarrow
+    the module imports, its tests deselected, and the name is not defined)."""
+    if piece_bytes is None:
+        piece_bytes = PIECE_BYTES
     facts: list[dict[str, Any]] = []
     rows: list[Any] = []
     ranges = plan_ranges(len(raw), split_size)
@@ -80,7 +83,7 @@ def read_ranges(raw: bytes, name: str, split_size: int, piece_bytes: int = PIECE
 
 
 def split_tables(raw: bytes, name: str, split_size: int, codec: ModuleType,
-                 tasks: int = 3, piece_bytes: int = PIECE_BYTES
+                 tasks: int = 3, piece_bytes: int | None = None
                  ) -> dict[str, list[dict[str, Any]]]:
     """The tables of the split path, its Spark steps done in Python."""
     split, rows, _ = read_ranges(raw, name, split_size, piece_bytes)
