@@ -612,6 +612,19 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) 
     raise AssertionError(f"the broker did not listen on port {port}")
 
 
+def _wait_line(path: Path, line: bytes, proc: subprocess.Popen[bytes],
+               timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if line in path.read_bytes():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the broker exited with {proc.returncode}: "
+                                 f"{path.read_bytes()[-2000:]!r}")
+        time.sleep(0.1)
+    raise AssertionError(f"the broker did not say {line!r} within {timeout:g} s")
+
+
 @contextlib.contextmanager
 def ws_broker(name: str, port: int, workdir: Path) -> Iterator[None]:
     """A broker with a WebSocket listener on 127.0.0.1:port, anonymous clients allowed:
@@ -633,7 +646,12 @@ def ws_broker(name: str, port: int, workdir: Path) -> Iterator[None]:
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "PYTHONPATH": path})
     try:
-        _wait_port(port, proc)
+        if name == "amqtt":
+            _wait_port(port, proc)
+        else:
+            # Its own word that it listens, not a connection to the port: the free port
+            # may have been taken meanwhile by another test's server, which would answer.
+            _wait_line(workdir / f"{name}.log", b"listening on", proc)
         yield
     finally:
         proc.terminate()
