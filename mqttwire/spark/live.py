@@ -22,8 +22,8 @@ Start 0, a Session Expiry Interval): until then the broker keeps them and sends 
 again when the client id connects again.  After a crash, the query restarted from its
 checkpoint first re-runs the batch that was planned and not committed: its offsets come
 from the checkpoint, and it has no rows: the messages the broker sends again go to the
-next batches (below, "Re-runs").  The README's "Live MQTT into Spark"
-section says what is and is not guaranteed.
+next batches (below, "Re-runs").  docs/live.md, "What is
+guaranteed", says what is and is not guaranteed.
 
 Re-runs: after a crash, the query restarted from its checkpoint first runs again the
 batch that was planned and not committed (its offsets are in the checkpoint's offset
