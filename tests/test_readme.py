@@ -143,14 +143,16 @@ def test_capture_example_prints_the_sample_publishes(codec: ModuleType,
     assert all(len(line.split()) == 4 for line in lines)
 
 
-# Relative links of the pages that a reader follows: README.md, CONTRIBUTING.md, docs/.
+# Relative links of the pages that a reader follows: README.md, CONTRIBUTING.md, docs/,
+# benchmarks/.
 # They lead into the whole checkout (benchmarks/, SECURITY.md), which the wheel tests'
 # copies of the sources do not hold: marked packaging, it runs where the checkout is.
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 @pytest.mark.packaging
-@pytest.mark.parametrize("page", [*PAGES, ROOT / "CONTRIBUTING.md"],
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "CONTRIBUTING.md", ROOT / "SECURITY.md",
+                                  *sorted(ROOT.glob("benchmarks/**/*.md"))],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_links_lead_to_files(page: pathlib.Path) -> None:
     for target in LINK.findall(page.read_text()):
