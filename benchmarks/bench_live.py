@@ -13,7 +13,7 @@ MQTTWIRE_BENCH_LIVE_TRIGGER, e.g. "500 milliseconds").
   committed Parquet files, and every message must be there (no loss).  The first round
   meets a query that has only just started (``cold_msgs_per_s``): the driver JVM runs
   each micro-batch's code interpreted or barely compiled then (executing a batch took
-  12.7 us a row in a first round, 6.2 us by the fourth: benchmarks/README.md), so the
+  12.7 us a row in a first round, 6.2 us by the fourth: benchmarks/history/live.md), so the
   sustained rate is the median of the SUSTAINED_ROUNDS rounds after it.  The
   publisher's own rate is reported: it bounds what can be measured.  So is the CPU
   time that each part of the run used over those rounds, in microseconds a message

@@ -97,7 +97,7 @@ def failure(message: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url", help="mqtt://[user:password@]host[:port], or mqtts:// "
-                        "(TLS), ws://host[:port]/path, wss:// (README: Live MQTT into Spark)")
+                        "(TLS), ws://host[:port]/path, wss:// (docs/live.md)")
     parser.add_argument("topics", help="topic filters, comma-separated")
     parser.add_argument("out", help="where the Parquet files go")
     parser.add_argument("checkpoint", help="Spark's checkpoint directory for the query")

@@ -22,7 +22,8 @@ cdef inline bint _read_varint(const unsigned char* p, Py_ssize_t* pos, Py_ssize_
 
     The same reading as _cdefs.read_varint, written out here on purpose: built on that
     function, this reader (several calls per CONNECT) measured 8 to 10% slower on CONNECT
-    decode (benchmarks/README.md, "Refactor: files by concern")."""
+    decode (benchmarks/history/codec.md, "Refactor: files by
+    concern")."""
     cdef Py_ssize_t i = pos[0], v = 0
     cdef int shift = 0
     cdef unsigned char byte

@@ -95,8 +95,8 @@ def _bytes(text: str) -> int:
     return int(digits) * unit
 
 
-#: The exit status rule of ``dissect`` and ``pipeline`` (their --help and README.md's
-#: "Command line" say it too).
+#: The exit status rule of ``dissect`` and ``pipeline`` (their --help and
+#: docs/command-line.md, "Exit status", say it too).
 EXIT_STATUS = ("Exit status 0 when every capture was read to its end; 1 when an input "
                "could not be read at all, or stopped being a capture part way (truncated "
                "or corrupt: the records before the fault are still output), each named "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's first command: bash scripts/demo.sh
+# The demo: bash scripts/demo.sh
 #
 # Installs mqttwire into the virtualenv .venv (created if missing, shared with
 # scripts/test.sh; the install compiles the Cython extension) and runs examples/demo.py:

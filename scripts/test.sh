@@ -199,7 +199,7 @@ VENV_PY=$PWD/.pure/venv/bin/python
 # Run outside the source tree, from a copy of what the tests read, so that `import
 # mqttwire` can only be the installed pure wheel.
 mkdir .pure/run
-cp -r tests examples benchmarks README.md pyproject.toml conftest.py .pure/run/
+cp -r tests examples benchmarks docs README.md pyproject.toml conftest.py .pure/run/
 (
     cd .pure/run
     "$VENV_PY" -c '

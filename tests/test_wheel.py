@@ -134,7 +134,7 @@ def test_sdist_has_sources_and_no_generated_files(sdist: Sdist) -> None:
     assert not missing, f"package sources missing from the sdist: {sorted(missing)}"
     for needed in (
         "pyproject.toml", "setup.py", "README.md", "requirements/cython.txt",
-        "tests/conftest.py", "examples/demo.py", "conftest.py",
+        "tests/conftest.py", "examples/demo.py", "conftest.py", "docs/codec.md",
     ):  # fmt: skip
         assert needed in names, f"{needed} missing from the sdist"
     generated = sorted(n for n in names if n.endswith(_GENERATED))

@@ -22,8 +22,8 @@ Start 0, a Session Expiry Interval): until then the broker keeps them and sends 
 again when the client id connects again.  After a crash, the query restarted from its
 checkpoint first re-runs the batch that was planned and not committed: its offsets come
 from the checkpoint, and it has no rows: the messages the broker sends again go to the
-next batches (below, "Re-runs").  The README's "Live MQTT into Spark"
-section says what is and is not guaranteed.
+next batches (below, "Re-runs").  docs/live.md, "What is
+guaranteed", says what is and is not guaranteed.
 
 Re-runs: after a crash, the query restarted from its checkpoint first runs again the
 batch that was planned and not committed (its offsets are in the checkpoint's offset
@@ -41,7 +41,7 @@ tests/spark/test_live_restart.py kills the driver in that window and checks.
 When: Spark calls a source's ``commit`` for a batch only when it plans the next batch
 that has data, so the last batch before a pause would stay unacknowledged until traffic
 resumes: the broker's in-flight window would hold it and the new messages at once
-(Mosquitto 2.0.11 then reuses packet identifiers past 65,535: benchmarks/README.md),
+(Mosquitto 2.0.11 then reuses packet identifiers past 65,535: benchmarks/history/live.md),
 and a query stopped in the pause would get it again when restarted.  Spark asks for the
 next end offset (``latestOffset(start)``) only after the batch ending at ``start`` has
 run and committed (micro-batches run one at a time; a failed batch stops the query), so
@@ -393,7 +393,7 @@ class MqttStreamReader(DataSourceStreamReader):
             # message received until its batch commits: tens of thousands of objects
             # without cycles, which CPython's collector would otherwise scan again and
             # again (as in the capture decoding: .batches.GC_THRESHOLD).  Measured:
-            # 31,300 to 36,000 messages a second sustained (benchmarks/README.md).
+            # 31,300 to 36,000 messages a second sustained (benchmarks/history/live.md).
             import gc
 
             from .batches import GC_THRESHOLD
@@ -502,7 +502,7 @@ def use_filesystem_checkpoints(spark: SparkSession) -> bool:
     FileContext's rename starts a ``readlink`` process for every log file a micro-batch
     writes (about twelve), which the FileSystem API does not; in benchmarks/bench_live.py
     the source then sustained about 12% more messages a second, at about 9% lower
-    latency (benchmarks/README.md).  A rename on a local (or HDFS) file system is atomic
+    latency (benchmarks/history/live.md).  A rename on a local (or HDFS) file system is atomic
     either way; do not use it where ``FileSystem.rename`` is not atomic (object stores),
     which is why Spark's default is FileContext.
 

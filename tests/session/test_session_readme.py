@@ -16,10 +16,10 @@ README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 def test_readme_session_example_runs(codec: ModuleType, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    section = README.read_text().split("\n## Session layer\n", 1)
-    assert len(section) == 2, "README has no Session layer section"
+    section = README.read_text().split("\n## The session layer\n", 1)
+    assert len(section) == 2, "README has no 'The session layer' section"
     blocks = re.findall(r"```python\n(.*?)```", section[1].split("\n## ", 1)[0], re.S)
-    assert blocks, "README's Session layer section has no python block"
+    assert blocks, "README's session layer section has no python block"
     # codec=None picks mqttwire's implementation: make that the one under test.
     monkeypatch.setattr(mqttwire.session._codec, "impl", codec)
     namespace: dict[str, object] = {}

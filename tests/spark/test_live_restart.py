@@ -495,7 +495,7 @@ def test_the_query_runs_on_across_two_broker_restarts(scenario: Scenario) -> Non
     assert s.broker_log.count("as restart-job (p5, c0") == 4  # one kill, two restarts
     assert s.job_log.count("session resumed") == 2, s.job_log[-3000:]
     got = Counter(s.rows)
-    # dup is not "duplicate" (README): messages the broker sent again after a restart or
+    # dup is not "duplicate" (docs/live.md): messages the broker sent again after a restart or
     # the kill carry DUP, and most reached the table once.
     first_deliveries = sum(1 for name in s.dup_rows if got[name] == 1)
     print(f"\n{len(s.ledger)} acknowledged messages, {len(got)} distinct rows, "
