@@ -219,7 +219,7 @@ class Paho:
         self.client.connect(server.host, server.port, **kwargs)
         self.client.loop_start()
         if not self._connected.wait(TIMEOUT):
-            self.client.loopstop()
+            self.client.loop_stop()
             raise TimeoutError("paho did not get CONNACK")
         if self.connect_result.is_failure:
             raise ConnectionError(f"CONNACK {self.connect_result}")
@@ -289,14 +289,14 @@ class Paho:
 
     def disconnect(self, *args: Any) -> None:
         self.client.disconnect(*args)
-        self.client.loopstop()
+        self.client.loop_stop()
 
     def drop(self) -> None:
         """Close the connection without DISCONNECT, as a crashed client would."""
         sock = self.client.socket()
         assert sock is not None
         sock.shutdown(socket.SHUT_RDWR)
-        self.client.loopstop()  # the network thread ends on the dead socket
+        self.client.loop_stop()  # the network thread ends on the dead socket
 
 
 @pytest.fixture
@@ -330,11 +330,11 @@ def paho_clients(server: Server) -> Iterator[Callable[..., Paho]]:
         yield make
     finally:
         for client in made:
-            # DISCONNECT first: it wakes the network thread, which loopstop() then joins
+            # DISCONNECT first: it wakes the network thread, which loop_stop() then joins
             # at once (stopped first, the thread would sleep out its 1 s select timeout).
             with contextlib.suppress(Exception):
                 client.client.disconnect()
-            client.client.loopstop()
+            client.client.loop_stop()
 
 
 @pytest.fixture
