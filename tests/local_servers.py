@@ -66,7 +66,8 @@ def wait_for_log(proc: subprocess.Popen[Any], log: Path, ready: Sequence[str | r
     is in the log, or ``timeout`` has passed."""
     deadline = time.monotonic() + timeout
     while True:
-        exited = proc.poll() is not None  # before reading: its last lines are then in
+        # Polled before the read: a process seen ended has written its last lines.
+        exited = proc.poll() is not None
         with log.open("rb") as f:
             f.seek(since)
             text = f.read().decode(errors="replace")
