@@ -20,12 +20,9 @@ Run:  python -m pytest benchmarks/bench_broker.py --benchmark-only \
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import os
 import select
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_servers import start_mosquitto
 
 import mqttwire as mw
 
@@ -105,30 +103,12 @@ def _start_example(implementation: str) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def _start_mosquitto(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
-    program = shutil.which("mosquitto")
-    if program is None:
-        pytest.skip("mosquitto not installed: no mosquitto on PATH (apt-get install mosquitto)")
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port = sock.getsockname()[1]
-    conf = workdir / "mosquitto.conf"
     # No queue limit (by default Mosquitto drops QoS 0 messages beyond 1000 queued for a
     # client), the same QoS 1 window towards subscribers as the example broker, and
     # TCP_NODELAY as asyncio sets it for the example broker (Mosquitto leaves Nagle's
     # algorithm on by default, which about halves its rate here).
-    conf.write_text(
-        f"listener {port} {HOST}\nallow_anonymous true\n"
-        f"max_queued_messages 0\nmax_inflight_messages {WINDOW}\nset_tcp_nodelay true\n"
-    )
-    proc = subprocess.Popen([program, "-c", str(conf)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
-            return proc, port
-        time.sleep(0.05)
-    _stop(proc)
-    raise RuntimeError("mosquitto did not start")
+    return start_mosquitto(workdir, f"allow_anonymous true\nmax_queued_messages 0\n"
+                                    f"max_inflight_messages {WINDOW}\nset_tcp_nodelay true\n")
 
 
 @pytest.fixture(scope="module", params=BROKERS)

@@ -58,6 +58,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from local_servers import start_mosquitto, stop
 
 import mqttwire as mw
 
@@ -115,25 +116,13 @@ def tls_listener(tmp: Path) -> tuple[int, dict[str, str], str]:
 
 @contextlib.contextmanager
 def mosquitto(tmp: Path, extra: str = "") -> Iterator[int]:
-    port = _free_port()
-    conf = tmp / "mosquitto.conf"
-    conf.write_text(f"listener {port} {HOST}\nuser {getpass.getuser()}\nallow_anonymous true\n"
-                    f"max_inflight_messages 0\nmax_queued_messages 1000000\n{extra}")
-    log = (tmp / "mosquitto.log").open("w")
-    proc = subprocess.Popen([shutil.which("mosquitto") or "mosquitto", "-c", str(conf)],
-                            stdout=log, stderr=log)
-    deadline = time.monotonic() + 10
-    while True:
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), 1):
-            break
-        assert time.monotonic() < deadline and proc.poll() is None, "mosquitto did not start"
-        time.sleep(0.05)
+    proc, port = start_mosquitto(
+        tmp, f"user {getpass.getuser()}\nallow_anonymous true\nmax_inflight_messages 0\n"
+             f"max_queued_messages 1000000\n{extra}")
     try:
         yield port
     finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+        stop(proc)
 
 
 class Publisher:

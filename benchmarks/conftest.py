@@ -8,9 +8,15 @@ with that reason, and the fallback's run: the suites work wherever mqttwire inst
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+# The benchmarks start their brokers with the tests' helpers (tests/local_servers.py:
+# ready when the broker's log says it listens, not when its port answers).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def _speedups() -> ModuleType:

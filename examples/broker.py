@@ -35,6 +35,7 @@ import asyncio
 import logging
 import ssl
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import mqttwire as mw
@@ -307,6 +308,28 @@ async def serve(host: str, port: int, config: BrokerConfig,
         await server.drain()  # at most BrokerConfig.linger_timeout
 
 
+#: The bounds options, one per BrokerConfig field: (field, type, metavar, help).  The
+#: option is the field's name with dashes ("--max-queued-messages"), its default the
+#: field's default.
+BOUNDS: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
+    ("max_unwritten_bytes", int, "BYTES",
+     "bytes waiting to be written to one client past which QoS 0 messages to it are "
+     "dropped (%(default)s)"),
+    ("max_unwritten_messages", int, "N", "the same bound in PUBLISH packets (%(default)s)"),
+    ("max_queued_messages", int, "N",
+     "messages queued per session, past which new ones are dropped (%(default)s; 0: no "
+     "bound)"),
+    ("max_queued_bytes", int, "BYTES",
+     "payload bytes queued per session (%(default)s; 0: no bound)"),
+    ("write_stall_timeout", float, "SECONDS",
+     "disconnect a client over its unwritten bound this long (%(default)s; 0: never)"),
+    ("max_session_expiry", int, "SECONDS",
+     "cap on the Session Expiry Interval (default: none)"),
+)
+#: The fields whose 0 on the command line means None in BrokerConfig (no bound).
+ZERO_IS_NONE = frozenset({"max_queued_messages", "max_queued_bytes", "write_stall_timeout"})
+
+
 def port_number(text: str) -> int:
     """``--port``: a TCP port, 0 to 65535.  Checked here, so that a port out of range is a
     usage error like one that is not a number (socket.bind would raise OverflowError)."""
@@ -341,26 +364,10 @@ def main(argv: list[str] | None = None) -> None:
     bounds = parser.add_argument_group(
         "bounds", "memory and what the server offers (docs/session.md, \"Bounds\")")
     defaults = BrokerConfig()
-    bounds.add_argument("--max-unwritten-bytes", type=int, metavar="BYTES",
-                        default=defaults.max_unwritten_bytes,
-                        help="bytes waiting to be written to one client past which QoS 0 "
-                        "messages to it are dropped (%(default)s)")
-    bounds.add_argument("--max-unwritten-messages", type=int, metavar="N",
-                        default=defaults.max_unwritten_messages,
-                        help="the same bound in PUBLISH packets (%(default)s)")
-    bounds.add_argument("--max-queued-messages", type=int, metavar="N",
-                        default=defaults.max_queued_messages,
-                        help="messages queued per session, past which new ones are dropped "
-                        "(%(default)s; 0: no bound)")
-    bounds.add_argument("--max-queued-bytes", type=int, metavar="BYTES",
-                        default=defaults.max_queued_bytes,
-                        help="payload bytes queued per session (%(default)s; 0: no bound)")
-    bounds.add_argument("--write-stall-timeout", type=float, metavar="SECONDS",
-                        default=defaults.write_stall_timeout,
-                        help="disconnect a client over its unwritten bound this long "
-                        "(%(default)s; 0: never)")
-    bounds.add_argument("--max-session-expiry", type=int, metavar="SECONDS",
-                        help="cap on the Session Expiry Interval (default: none)")
+    for field, kind, metavar, text in BOUNDS:
+        # The option is the field's name, its default the field's own.
+        bounds.add_argument("--" + field.replace("_", "-"), type=kind, metavar=metavar,
+                            default=getattr(defaults, field), help=text)
     bounds.add_argument("--max-qos", type=int, choices=(0, 1, 2), default=2,
                         help="Maximum QoS accepted and granted (2)")
     bounds.add_argument("--no-retain", action="store_true",
@@ -426,6 +433,9 @@ def main(argv: list[str] | None = None) -> None:
                 ssl.CERT_OPTIONAL
     if args.use_identity_as_username and not args.require_certificate:
         parser.error("--use-identity-as-username needs --require-certificate")
+    bound_values: dict[str, Any] = {
+        field: (getattr(args, field) or None) if field in ZERO_IS_NONE else getattr(args, field)
+        for field, *_ in BOUNDS}
     try:
         config = BrokerConfig(
             max_keep_alive=args.max_keep_alive,
@@ -433,12 +443,7 @@ def main(argv: list[str] | None = None) -> None:
             assign_topic_aliases=not args.no_assign_aliases,
             receive_maximum=args.receive_maximum,
             max_packet_size=args.max_packet_size,
-            max_unwritten_bytes=args.max_unwritten_bytes,
-            max_unwritten_messages=args.max_unwritten_messages,
-            max_queued_messages=args.max_queued_messages or None,
-            max_queued_bytes=args.max_queued_bytes or None,
-            write_stall_timeout=args.write_stall_timeout or None,
-            max_session_expiry=args.max_session_expiry,
+            **bound_values,
             maximum_qos=args.max_qos,
             retain_available=not args.no_retain,
             deny_subscription=(lambda client_id, sub: any(

@@ -81,10 +81,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_port(port: int, timeout: float = 10.0) -> None:
+def _wait_running(proc: subprocess.Popen[bytes], log: str, port: int,
+                  timeout: float = 10.0) -> None:
+    """Until Mosquitto logs that it runs, which it does once its listener is bound (its
+    "Opening ipv4 listen socket" line comes before the bind).  Not a connection to the
+    port: another program that took the port meanwhile would answer it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        exited = proc.poll() is not None
+        with open(log, "rb") as f:
+            text = f.read()
+        if exited:
+            raise RuntimeError(f"mosquitto could not listen on port {port}: "
+                               f"{text.decode(errors='replace')[-500:]}")
+        if re.search(rb"mosquitto version \S+ running", text):
             return
         time.sleep(0.05)
     raise RuntimeError(f"mosquitto did not listen on port {port}")
@@ -92,14 +102,16 @@ def _wait_port(port: int, timeout: float = 10.0) -> None:
 
 @contextlib.contextmanager
 def broker(port: int, workdir: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A Mosquitto broker on 127.0.0.1:port, anonymous clients allowed."""
+    """A Mosquitto broker on 127.0.0.1:port, anonymous clients allowed (its log in
+    workdir/mosquitto.log)."""
     conf = os.path.join(workdir, "mosquitto.conf")
+    log = os.path.join(workdir, "mosquitto.log")
     with open(conf, "w") as f:
         f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-    proc = subprocess.Popen(["mosquitto", "-c", conf], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["mosquitto", "-c", conf], stdout=out, stderr=out)
     try:
-        _wait_port(port)
+        _wait_running(proc, log, port)
         yield proc
     finally:
         proc.terminate()

@@ -5,11 +5,13 @@ with one line and exit status 1; never a Python traceback."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +65,41 @@ def test_client_port_out_of_range_is_a_usage_error(port: str, message: str) -> N
     assert done.stderr.startswith("usage: client.py")
     assert done.stderr.rstrip().endswith(f"client.py: error: {message}")
     assert "Traceback" not in done.stderr
+
+
+def broker_config(*args: str) -> Any:
+    """The BrokerConfig examples/broker.py's main() builds from ``args`` (serve() replaced
+    by one that keeps it: nothing listens)."""
+    spec = importlib.util.spec_from_file_location("mqttwire_example_broker", BROKER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kept: list[Any] = []
+
+    async def serve(host: str, port: int, config: Any, context: Any) -> None:
+        kept.append(config)
+
+    module.serve = serve
+    module.main(list(args))
+    [config] = kept
+    return config
+
+
+def test_broker_bounds_options_reach_its_config() -> None:
+    from mqttwire.session import BrokerConfig
+
+    defaults, config = BrokerConfig(), broker_config()
+    for name in ("max_unwritten_bytes", "max_unwritten_messages", "max_queued_messages",
+                 "max_queued_bytes", "write_stall_timeout", "max_session_expiry"):
+        assert getattr(config, name) == getattr(defaults, name), name
+    config = broker_config("--max-unwritten-bytes", "5000", "--max-unwritten-messages", "7",
+                           "--max-queued-messages", "9", "--max-queued-bytes", "4096",
+                           "--write-stall-timeout", "2.5", "--max-session-expiry", "60")
+    assert (config.max_unwritten_bytes, config.max_unwritten_messages,
+            config.max_queued_messages, config.max_queued_bytes, config.write_stall_timeout,
+            config.max_session_expiry) == (5000, 7, 9, 4096, 2.5, 60)
+    # 0 turns a queue bound and the stall timeout off.
+    config = broker_config("--max-queued-messages", "0", "--max-queued-bytes", "0",
+                           "--write-stall-timeout", "0")
+    assert (config.max_queued_messages, config.max_queued_bytes,
+            config.write_stall_timeout) == (None, None, None)

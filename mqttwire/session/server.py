@@ -456,10 +456,20 @@ class Broker:
     def publish(self, topic: str, payload: bytes = b"", *, qos: int = 0, retain: bool = False,
                 properties: Properties | None = None, now: float) -> list[Event]:
         """Publish an Application Message of the server's own (``$SYS`` topics, a
-        bridge): retained and routed like a client's."""
+        bridge): retained and routed like a client's.
+
+        ``retain=True`` without ``BrokerConfig.retain_available`` raises SessionError and
+        publishes nothing: the server told its clients it keeps no retained messages
+        (CONNACK Retain Available 0) and refuses their RETAIN 1 [MQTT-3.2.2-14]; storing
+        its own would send new subscribers retained messages it said it does not have."""
         self.codec.validate_topic_name(topic, version=5)
         if qos not in (0, 1, 2):
             raise SessionError(f"QoS must be 0, 1 or 2, not {qos!r}")
+        if retain and not self.config.retain_available:
+            raise SessionError(
+                f"publish({topic!r}, retain=True): this broker has no retained messages "
+                "(BrokerConfig.retain_available is False, CONNACK Retain Available 0; a "
+                "client's RETAIN 1 is refused the same way, [MQTT-3.2.2-14])")
         self._now = now
         message = Message.received(topic, payload, qos, retain, properties, now)
         self._route(message, None, now)

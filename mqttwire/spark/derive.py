@@ -30,8 +30,9 @@ except ImportError:  # the pure-Python wheel, or a build without the extension
 __all__ = ["COMPILED", "REJECTED", "CaptureTables", "derive"]
 
 Row = dict[str, Any]
-#: A QoS exchange's key: the direction of its PUBLISH and its packet id.
-Key = tuple[str | None, int | None]
+#: A QoS exchange's key: the direction of its PUBLISH ("c2s" or "s2c": a packet record
+#: always has one) and its packet id.
+Key = tuple[str, int | None]
 #: The order of retained PUBLISHes, the latest last: (the frame that completed it, its
 #: connection's number, its arrival among the capture's retained PUBLISHes).  Packets of
 #: two connections are in different frames, except those decoded at the capture's end.
@@ -86,9 +87,10 @@ class _Conn:
         self.frame_s2c: int | None = None
         # Steps that came before the record they follow (held until it comes), and
         # exchanges whose packet id a later PUBLISH took while they were pending:
-        # key -> [(frame of its PUBLISH, its row, frame of the PUBLISH that took the id)].
+        # key -> [(frame of its PUBLISH, its row, frame of the PUBLISH that took the id)],
+        # both frames known (_supersede keeps no others).
         self.held: dict[Key, list[Record]] = {}
-        self.older: dict[Key, list[tuple[int | None, Row, int | None]]] = {}
+        self.older: dict[Key, list[tuple[int, Row, int]]] = {}
         #: Steps that answer no PUBLISH of the capture (see CaptureTables._unmatched).
         self.unmatched = 0
         self.ended: set[str] = set()  # the directions whose TCP stream ended
@@ -327,7 +329,8 @@ class CaptureTables:
 
     def _publish(self, conn: _Conn, rec: Record) -> None:
         qos = rec.qos or 0
-        key: Key = (rec.direction, rec.packet_id)
+        # A packet record's direction is never None (the Record type allows it for others).
+        key: Key = (rec.direction, rec.packet_id)  # type: ignore[assignment]
         if qos and rec.dup:
             earlier = conn.pending.get(key)
             if earlier is not None:

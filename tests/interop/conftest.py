@@ -14,7 +14,6 @@ import importlib.util
 import os
 import queue
 import select
-import shutil
 import socket
 import subprocess
 import sys
@@ -27,38 +26,14 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from local_servers import HOST, require, start_mosquitto, stop
+from subscribers import Subscriber, mosquitto_subscribers
 
 REPO = Path(__file__).resolve().parents[2]
 BROKER_SCRIPT = REPO / "examples" / "broker.py"
 CLIENT_SCRIPT = REPO / "examples" / "client.py"
-HOST = "127.0.0.1"
 #: Bound on every single wait of these tests, in seconds.
 TIMEOUT = 10.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def require(program: str, package: str) -> str:
-    """The path of ``program``, or skip the test saying what is missing."""
-    path = shutil.which(program)
-    if path is None:
-        pytest.skip(f"{package} not installed: no {program} on PATH (apt-get install {package})")
-    return path
-
-
-def _stop(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(TIMEOUT)
 
 
 def _read_lines(proc: subprocess.Popen[bytes], count: int) -> list[str]:
@@ -126,7 +101,7 @@ def start_example_broker(implementation: str, log: Path,
                 " (build the extension: python setup.py build_ext --inplace)"
             )
     except BaseException:
-        _stop(proc)
+        stop(proc)
         raise
     return proc, Server(host, int(port), log)
 
@@ -137,7 +112,7 @@ def running_example_broker(implementation: str, log: Path, *options: str) -> Ite
     try:
         yield server
     finally:
-        _stop(proc)
+        stop(proc)
         # Shown with the output of a failing test.
         print(f"--- broker log ({implementation}) ---\n{server.log_text()}")
 
@@ -185,32 +160,11 @@ def start_example_broker_with(request: pytest.FixtureRequest,
 @pytest.fixture
 def mosquitto_broker(tmp_path: Path) -> Iterator[Server]:
     """A Mosquitto broker of its own, with in-memory retained messages (the default)."""
-    program = require("mosquitto", "mosquitto")
-    log = tmp_path / "mosquitto.log"
-    for _ in range(3):  # the free port can be taken before mosquitto binds it
-        port = free_port()
-        conf = tmp_path / "mosquitto.conf"
-        conf.write_text(f"listener {port} {HOST}\nallow_anonymous true\n")
-        with log.open("w") as out:
-            proc = subprocess.Popen([program, "-c", str(conf)], stdout=out, stderr=out)
-        if _wait_for_port(proc, port):
-            break
-        _stop(proc)
-    else:
-        pytest.fail(f"mosquitto did not start:\n{log.read_text(errors='replace')}")
+    proc, port = start_mosquitto(tmp_path, "allow_anonymous true\n")
     try:
-        yield Server(HOST, port, log)
+        yield Server(HOST, port, tmp_path / "mosquitto.log")
     finally:
-        _stop(proc)
-
-
-def _wait_for_port(proc: subprocess.Popen[Any], port: int) -> bool:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
-            return True
-        time.sleep(0.05)
-    return False
+        stop(proc)
 
 
 # ---------------------------------------------------------------------------------------
@@ -383,69 +337,12 @@ def paho_clients(server: Server) -> Iterator[Callable[..., Paho]]:
             client.client.loop_stop()
 
 
-@dataclass
-class Subscriber:
-    """A mosquitto_sub process, its output lines collected by a thread."""
-
-    proc: subprocess.Popen[str]
-    lines: queue.Queue[str]
-    reader: threading.Thread
-
-    def wait_subscribed(self) -> None:
-        """Wait for the debug line saying the SUBACK came (mosquitto_sub -d)."""
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                raise TimeoutError("mosquitto_sub got no SUBACK in time") from None
-            if "received SUBACK" in line:
-                return
-
-    def messages(self, separator: str = "|") -> list[list[str]]:
-        """The formatted message lines (containing ``separator``), once it has exited."""
-        try:
-            self.proc.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            _stop(self.proc)
-            raise
-        self.reader.join(TIMEOUT)  # until it has queued the last line
-        out: list[list[str]] = []
-        while not self.lines.empty():
-            line = self.lines.get()
-            if separator in line and not line.startswith("Client "):
-                out.append(line.rstrip("\n").split(separator))
-        return out
-
-
 @pytest.fixture
 def mosquitto_sub() -> Iterator[Callable[..., Subscriber]]:
-    """Start mosquitto_sub with -d (for the SUBACK line) and the given arguments."""
-    program = require("mosquitto_sub", "mosquitto-clients")
-    # Its debug lines go through stdio, which buffers a pipe: stdbuf makes it flush
-    # each line.
-    stdbuf = require("stdbuf", "coreutils")
-    started: list[Subscriber] = []
-
-    def start(*args: str) -> Subscriber:
-        proc = subprocess.Popen([stdbuf, "-oL", program, "-d", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-        lines: queue.Queue[str] = queue.Queue()
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        sub = Subscriber(proc, lines, reader)
-        started.append(sub)
-        return sub
-
-    yield start
-    for sub in started:
-        _stop(sub.proc)
+    """Start mosquitto_sub with -d (for the SUBACK line) and the given arguments; every
+    one started is stopped after the test."""
+    with mosquitto_subscribers() as start:
+        yield start
 
 
 @pytest.fixture

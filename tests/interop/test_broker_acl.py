@@ -17,7 +17,6 @@ import os
 import pwd
 import queue
 import re
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -26,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_servers import HOST, require, start_mosquitto, stop
+from subscribers import mosquitto_subscribers
 
 pytestmark = pytest.mark.interop
 
-HOST = "127.0.0.1"
 TIMEOUT = 10.0
 
 ACL = """\
@@ -57,28 +57,10 @@ pattern read done
 USERS = {"alice": "secret", "bob": "hunter2", "carol": "pw3"}
 
 
-def _stop(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(TIMEOUT)
-
-
-def _program(name: str, package: str) -> str:
-    import shutil
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"{package} not installed: no {name} on PATH (apt-get install {package})")
-    return path
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(password file, ACL file); the password file made by mosquitto_passwd."""
-    passwd = _program("mosquitto_passwd", "mosquitto")
+    passwd = require("mosquitto_passwd", "mosquitto")
     folder = tmp_path_factory.mktemp("mosquitto-files")
     passwords, acl = folder / "passwords", folder / "acl"
     subprocess.run([passwd, "-c", "-b", str(passwords), "alice", USERS["alice"]], check=True,
@@ -102,47 +84,20 @@ class Broker:
     port: int
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_for_port(proc: subprocess.Popen[Any], port: int) -> bool:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.fixture(scope="module")
 def mosquitto(files: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[Broker]:
     """Mosquitto 2.0 with the same files."""
-    program = _program("mosquitto", "mosquitto")
-    folder = tmp_path_factory.mktemp("mosquitto")
-    log = folder / "mosquitto.log"
-    for _ in range(3):  # the free port can be taken before mosquitto binds it
-        port = _free_port()
-        conf = folder / "mosquitto.conf"
-        # Started as root, Mosquitto would become the user "mosquitto", who cannot read
-        # pytest's temporary folders: it stays who we are.
-        conf.write_text(f"listener {port} {HOST}\nallow_anonymous true\n"
-                        f"password_file {files[0]}\nacl_file {files[1]}\n"
-                        f"user {pwd.getpwuid(os.getuid()).pw_name}\n")
-        with log.open("w") as out:
-            proc = subprocess.Popen([program, "-c", str(conf)], stdout=out, stderr=out)
-        if _wait_for_port(proc, port):
-            break
-        _stop(proc)
-    else:
-        pytest.fail(f"mosquitto did not start:\n{log.read_text(errors='replace')}")
+    # Started as root, Mosquitto would become the user "mosquitto", who cannot read
+    # pytest's temporary folders: it stays who we are.
+    proc, port = start_mosquitto(tmp_path_factory.mktemp("mosquitto"),
+                                 f"allow_anonymous true\npassword_file {files[0]}\n"
+                                 f"acl_file {files[1]}\n"
+                                 f"user {pwd.getpwuid(os.getuid()).pw_name}\n")
     try:
         yield Broker("mosquitto", HOST, port)
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 @pytest.fixture
@@ -170,7 +125,7 @@ def publish(broker: Broker, version: str, client_id: str, args: list[str], topic
             qos: int = 1, *extra: str) -> tuple[str, int]:
     """Run mosquitto_pub: ("refused", CONNACK code) or ("acknowledged", PUBACK/PUBREC
     reason code, 0 before 5.0), or ("sent", 0) at QoS 0."""
-    program = _program("mosquitto_pub", "mosquitto-clients")
+    program = require("mosquitto_pub", "mosquitto-clients")
     done = subprocess.run(
         [program, "-h", broker.host, "-p", str(broker.port), "-V", version, "-i", client_id,
          "-d", "-q", str(qos), "-t", topic, "-m", "x", *args, *extra],
@@ -327,45 +282,9 @@ def delivered(broker: Broker, mosquitto_sub: Callable[..., Any]) -> dict[str, se
 @pytest.fixture(scope="module")
 def mosquitto_delivered(mosquitto: Broker) -> Iterator[dict[str, set[str]]]:
     # The module-scoped Mosquitto runs once; mosquitto_sub's fixture is per test, so the
-    # subscribers here are started by hand through the same helper.
-    started: list[subprocess.Popen[str]] = []
-    yield_value = delivered(mosquitto, _sub_starter(started))
-    try:
-        yield yield_value
-    finally:
-        for proc in started:
-            _stop(proc)
-
-
-def _sub_starter(started: list[subprocess.Popen[str]]) -> Callable[..., Any]:
-    import threading
-    from types import SimpleNamespace
-
-    program = _program("mosquitto_sub", "mosquitto-clients")
-    stdbuf = _program("stdbuf", "coreutils")
-
-    def start(*args: str) -> Any:
-        proc = subprocess.Popen([stdbuf, "-oL", program, "-d", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-        started.append(proc)
-        lines: queue.Queue[str] = queue.Queue()
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-
-        threading.Thread(target=pump, daemon=True).start()
-
-        def wait_subscribed() -> None:
-            deadline = time.monotonic() + TIMEOUT
-            while "received SUBACK" not in lines.get(
-                    timeout=max(0.01, deadline - time.monotonic())):
-                pass
-
-        return SimpleNamespace(proc=proc, lines=lines, wait_subscribed=wait_subscribed)
-
-    return start
+    # subscribers here are started through the helper behind it.
+    with mosquitto_subscribers() as start:
+        yield delivered(mosquitto, start)
 
 
 def test_read_access_as_mosquitto(example: Broker, mosquitto_delivered: dict[str, set[str]],

@@ -16,45 +16,25 @@ examples/client.py connects with ``authenticator=ScramClient(...)``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import pwd
 import re
-import shutil
 import socket
 import struct
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from local_servers import HOST, require, start_mosquitto, stop
 
 from mqttwire.session.scram import ScramClient
 
 pytestmark = pytest.mark.interop
 
-HOST = "127.0.0.1"
 TIMEOUT = 10.0
-
-
-def _program(name: str, package: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"{package} not installed: no {name} on PATH (apt-get install {package})")
-    return path
-
-
-def _stop(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(TIMEOUT)
 
 
 # ---------------------------------------------------------------------------------------
@@ -66,7 +46,7 @@ ACL = "user sensor-1\ntopic write sensors/sensor-1/#\n"
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """ca.pem, server.pem/.key (for 127.0.0.1), client.pem/.key (CN=sensor-1), acl."""
-    openssl = _program("openssl", "openssl")
+    openssl = require("openssl", "openssl")
     d = tmp_path_factory.mktemp("pki")
 
     def run(*args: str) -> None:
@@ -88,50 +68,26 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def mosquitto_tls(pki: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """Mosquitto 2.0 with the same certificates, options and ACL; its port."""
-    program = _program("mosquitto", "mosquitto")
-    folder = tmp_path_factory.mktemp("mosquitto-tls")
-    log = folder / "mosquitto.log"
-    for _ in range(3):
-        port = _free_port()
-        conf = folder / "mosquitto.conf"
-        conf.write_text(
-            f"listener {port} {HOST}\ncafile {pki / 'ca.pem'}\ncertfile {pki / 'server.pem'}\n"
-            f"keyfile {pki / 'server.key'}\nrequire_certificate true\n"
-            f"use_identity_as_username true\nacl_file {pki / 'acl'}\n"
-            # As root it would become "mosquitto", who cannot read pytest's folders.
-            f"user {pwd.getpwuid(os.getuid()).pw_name}\n")
-        with log.open("w") as out:
-            proc = subprocess.Popen([program, "-c", str(conf)], stdout=out, stderr=out)
-        deadline = time.monotonic() + TIMEOUT
-        up = False
-        while not up and time.monotonic() < deadline and proc.poll() is None:
-            with contextlib.suppress(OSError), socket.create_connection((HOST, port), 1):
-                up = True
-            time.sleep(0.05)
-        if up:
-            break
-        _stop(proc)
-    else:
-        pytest.fail(f"mosquitto did not start:\n{log.read_text(errors='replace')}")
+    proc, port = start_mosquitto(
+        tmp_path_factory.mktemp("mosquitto-tls"),
+        f"cafile {pki / 'ca.pem'}\ncertfile {pki / 'server.pem'}\n"
+        f"keyfile {pki / 'server.key'}\nrequire_certificate true\n"
+        f"use_identity_as_username true\nacl_file {pki / 'acl'}\n"
+        # As root it would become "mosquitto", who cannot read pytest's folders.
+        f"user {pwd.getpwuid(os.getuid()).pw_name}\n")
     try:
         yield port
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def tls_publish(port: int, pki: Path, topic: str, *, certificate: bool) -> tuple[str, int]:
     """mosquitto_pub over TLS at 5.0, QoS 1: ("failed", exit status) when it could not
     connect, else ("acknowledged", PUBACK reason code)."""
-    program = _program("mosquitto_pub", "mosquitto-clients")
+    program = require("mosquitto_pub", "mosquitto-clients")
     cert = ["--cert", str(pki / "client.pem"), "--key", str(pki / "client.key")] \
         if certificate else []
     done = subprocess.run(

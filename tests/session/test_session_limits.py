@@ -23,6 +23,7 @@ from mqttwire.session import (
     BrokerConfig,
     ConnectionClosed,
     DeliveriesDropped,
+    SessionError,
     SessionExpired,
 )
 
@@ -290,6 +291,33 @@ def test_retain_not_available(codec: ModuleType, version: int) -> None:
         assert client.received() == [codec.Disconnect(reason_code=0x9A)]
     else:
         assert client.received() == []
+
+
+@pytest.mark.parametrize("available", [True, False])
+def test_the_servers_own_retained_message_follows_retain_available(
+        codec: ModuleType, available: bool) -> None:
+    """Broker.publish(retain=True) keeps the message as a client's would; without Retain
+    Available it is refused as a client's RETAIN 1 is [MQTT-3.2.2-14]: nothing stored,
+    nothing routed."""
+    broker = Broker(BrokerConfig(retain_available=available), codec=codec)
+    early = subscriber(broker, codec)
+    if available:
+        broker.publish("t/sys", b"up", retain=True, now=0.0)
+        [live] = early.received()
+        assert live.payload == b"up" and not live.retain  # [MQTT-3.3.1-12]
+    else:
+        with pytest.raises(SessionError, match=r"retain_available.*MQTT-3\.2\.2-14"):
+            broker.publish("t/sys", b"up", retain=True, now=0.0)
+        assert early.received() == []
+    newcomer = FakeClient(broker, codec)
+    newcomer.connect("late")
+    newcomer.subscribe(("t/#", 0))
+    retained = newcomer.received()
+    assert len(broker.retained) == int(available)
+    assert [(p.payload, p.retain) for p in retained] == ([(b"up", True)] if available else [])
+    # Without RETAIN the server's message goes out either way.
+    broker.publish("t/sys", b"plain", now=0.0)
+    assert [p.payload for p in early.received()] == [b"plain"]
 
 
 @pytest.mark.parametrize(("config", "will", "code"), [

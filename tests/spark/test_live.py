@@ -8,11 +8,9 @@ clear error."""
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,89 +25,19 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from live_brokers import Mosquitto, live_spark, mosquitto
+from local_servers import HOST, free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
 #: The killed-driver scenario (about 40 s) runs in .ci/run's first pass only: the session
 #: layer under it is tested on both codecs in tests/session.
 ONCE = pytest.mark.once
 
-HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("live_job.py")
 TIMEOUT = 60.0  # bound on each wait for the query's output
 #: Every byte value, so that a payload that went through text would show.
 BINARY = bytes(range(256))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen[Any]) -> bool:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-@dataclass
-class Mosquitto:
-    port: int
-    log: Path
-    proc: subprocess.Popen[Any]
-
-    @property
-    def url(self) -> str:
-        return f"mqtt://{HOST}:{self.port}"
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, text: str, job: Job, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.log_text():
-            if time.monotonic() > deadline or job.ended():
-                raise TimeoutError(f"{text!r} not in the Mosquitto log:\n{self.log_text()}"
-                                   f"\nthe query's log:\n{job.log_tail()}")
-            time.sleep(0.1)
-
-
-@contextlib.contextmanager
-def mosquitto(tmp_path: Path, extra: str = "") -> Iterator[Mosquitto]:
-    program = shutil.which("mosquitto")
-    if program is None:
-        pytest.skip("mosquitto not installed: no mosquitto on PATH (apt-get install mosquitto)")
-    log = tmp_path / "mosquitto.log"
-    for _ in range(3):  # the free port can be taken before mosquitto binds it
-        port = free_port()
-        conf = tmp_path / "mosquitto.conf"
-        # In-flight QoS 1/2 messages unlimited (the source's Receive Maximum bounds
-        # them), and room for what is published while the query is down.
-        if "allow_anonymous" not in extra:
-            extra += "allow_anonymous true\n"
-        # "user": started as root, Mosquitto would switch to its own user, which cannot
-        # read the ACL file in pytest's private directory.
-        conf.write_text(f"listener {port} {HOST}\nuser {getpass.getuser()}\n"
-                        "max_inflight_messages 0\n"
-                        f"max_queued_messages 100000\nlog_type all\n{extra}")
-        out = log.open("w")
-        proc = subprocess.Popen([program, "-c", str(conf)], stdout=out, stderr=out)
-        if _wait_for_port(port, proc):
-            break
-        proc.kill()
-        proc.wait()
-    else:
-        pytest.fail(f"mosquitto did not start:\n{log.read_text(errors='replace')}")
-    try:
-        yield Mosquitto(port, log, proc)
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        out.close()
 
 
 # ---------------------------------------------------------------------------------------
@@ -621,15 +549,8 @@ def test_the_subscriber_acknowledges_what_it_is_told_and_the_rest_comes_again(
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from mqttwire.spark.live import register
-    from mqttwire.spark.session import make_session
-
-    session = make_session("local[1]")
-    register(session)
-    try:
+    with live_spark() as session:
         yield session
-    finally:
-        session.stop()
 
 
 def failure(spark: Any, **options: str) -> str:

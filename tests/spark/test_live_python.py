@@ -14,7 +14,8 @@ import venv
 from pathlib import Path
 
 import pytest
-from test_live import EXAMPLE, HOST, REPO, free_port
+from local_servers import HOST, free_port
+from test_live import EXAMPLE, REPO
 
 pytestmark = [pytest.mark.spark]
 

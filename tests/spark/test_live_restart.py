@@ -9,12 +9,9 @@ with "gave up after ..."."""
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
 import re
-import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -25,78 +22,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from test_live import HOST, TIMEOUT, Job, free_port, ident, rows
+from live_brokers import mosquitto
+from local_servers import HOST
+from test_live import TIMEOUT, Job, ident, rows
 
 pytestmark = [pytest.mark.interop]
-
-
-class Broker:
-    """Mosquitto with persistence on a port of its own, stopped (SIGTERM: it saves its
-    database as it exits) and started again on the same port with the same database."""
-
-    def __init__(self, tmp: Path) -> None:
-        program = shutil.which("mosquitto")
-        if program is None:
-            pytest.skip("mosquitto not installed: no mosquitto on PATH "
-                        "(apt-get install mosquitto)")
-        self.program = program
-        self.tmp = tmp
-        self.port = free_port()
-        self.conf = tmp / "mosquitto.conf"
-        self.log = tmp / "mosquitto.log"
-        # "user": started as root, Mosquitto would switch to its own user, which cannot
-        # write the database in pytest's private directory.  In-flight QoS 1/2 messages
-        # unlimited (the source's Receive Maximum bounds them), and room for what is
-        # published while the client is away.
-        self.conf.write_text(
-            f"listener {self.port} {HOST}\nallow_anonymous true\nuser {getpass.getuser()}\n"
-            f"persistence true\npersistence_location {tmp}/\nmax_inflight_messages 0\n"
-            "max_queued_messages 100000\nlog_type all\n")
-        self.proc: subprocess.Popen[Any] | None = None
-        self.starts = 0
-
-    @property
-    def url(self) -> str:
-        return f"mqtt://{HOST}:{self.port}"
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def start(self) -> None:
-        with self.log.open("a") as out:
-            self.proc = subprocess.Popen([self.program, "-c", str(self.conf)],
-                                         stdout=out, stderr=out)
-        self.starts += 1
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            # Its own log says when it listens (a probe connection would be a client).
-            if self.log_text().count("running") >= self.starts:
-                return
-            time.sleep(0.02)
-        pytest.fail(f"mosquitto did not start on port {self.port}:\n{self.log_text()[-3000:]}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(20)
-        self.proc = None
-
-    def restart(self, pause: float) -> None:
-        """Stop, stay away ``pause`` seconds (clients' reconnections fail meanwhile),
-        start again."""
-        self.stop()
-        time.sleep(pause)
-        self.start()
-
-
-@contextlib.contextmanager
-def broker(tmp: Path) -> Iterator[Broker]:
-    b = Broker(tmp)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 @dataclass
@@ -214,7 +144,7 @@ def test_the_subscriber_survives_two_broker_restarts(codec: ModuleType, tmp_path
     resumed twice); and once everything taken is acknowledged, a new connection of the
     client id gets nothing again: the acknowledgements sent on the new connections for
     messages of the old ones were taken by the broker."""
-    with broker(tmp_path) as b:
+    with mosquitto(tmp_path, persistence=True) as b:
         sub = subscriber(b.port, codec, "restarts", version)
         got: Counter[str] = Counter()
         done = threading.Event()
@@ -269,7 +199,7 @@ def test_the_subscriber_survives_two_broker_restarts(codec: ModuleType, tmp_path
 
 def test_the_subscriber_gives_up_on_a_broker_that_stays_away(codec: ModuleType,
                                                                tmp_path: Path) -> None:
-    with broker(tmp_path) as b:
+    with mosquitto(tmp_path, persistence=True) as b:
         sub = subscriber(b.port, codec, "gives-up", timeout=1.0)
         b.stop()
         deadline = time.monotonic() + TIMEOUT
@@ -291,7 +221,7 @@ def test_a_lost_session_is_said_and_can_fail(codec: ModuleType, tmp_path: Path,
     from mqttwire.session import ClientSession
     from mqttwire.spark.subscriber import Reconnect, Subscriber
 
-    with broker(tmp_path) as b:
+    with mosquitto(tmp_path, persistence=True) as b:
         subs = []
         for fail in (False, True):
             session = ClientSession(f"lost-{fail}", version=5, clean_start=False,
@@ -360,7 +290,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     4. The broker stops for good: the query fails once reconnectTimeout (8 s) passes."""
     tmp = tmp_path_factory.mktemp("live-restart")
     out, checkpoint = tmp / "out", tmp / "checkpoint"
-    with broker(tmp) as b:
+    with mosquitto(tmp, persistence=True) as b:
         job = Job(out, checkpoint, tmp / "stop",
                   {"url": b.url, "topics": "live/5/#,live/4/#", "qos": "2",
                    "clientId": "restart-job", "version": "5", "sessionExpiry": "600",

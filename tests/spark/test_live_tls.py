@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_live import HOST, TIMEOUT, Mosquitto, free_port, mosquitto
+from live_brokers import Mosquitto, live_spark, mosquitto
+from live_clients import TIMEOUT, publish, take
+from local_servers import HOST, free_port
 from tls_certs import KEY_PASSWORD, Certs, make_certs
 
 from mqttwire.session import ClientSession
 from mqttwire.spark.links import Endpoint, InsecureTLSWarning, TlsOptions
-from mqttwire.spark.subscriber import Received, Subscriber, SubscriberError
+from mqttwire.spark.subscriber import Subscriber, SubscriberError
 
 pytestmark = pytest.mark.interop
 
@@ -75,31 +77,6 @@ def subscriber(port: int, tls: TlsOptions, *, host: str = "localhost",
                       endpoint=Endpoint(host, port, tls))
 
 
-def publish(port: int, payloads: list[bytes]) -> None:
-    """paho-mqtt publishes ``payloads`` on tls/0, tls/1, ... at QoS 1 (plain TCP)."""
-    import paho.mqtt.client as mqtt
-
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, "tls-pub")
-    client.connect(HOST, port)
-    client.loop_start()
-    try:
-        for n, payload in enumerate(payloads):
-            client.publish(f"tls/{n}", payload, qos=1).wait_for_publish(TIMEOUT)
-    finally:
-        client.loop_stop()
-        client.disconnect()
-
-
-def take(sub: Subscriber, count: int) -> list[Received]:
-    got: list[Received] = []
-    deadline = time.monotonic() + TIMEOUT
-    while len(got) < count and time.monotonic() < deadline:
-        sub.raise_error()
-        got += sub.take()
-        time.sleep(0.01)
-    return got
-
-
 def wait_in_log(broker: Mosquitto, text: str) -> str:
     deadline = time.monotonic() + TIMEOUT
     while text not in (log := broker.log_text()) and time.monotonic() < deadline:
@@ -127,7 +104,7 @@ def test_mutual_tls_delivers_every_message_byte_for_byte(codec: Any,
         assert repr(sub).startswith(f"<Subscriber {client_id!r} to "
                                     f"mqtts://localhost:{tls_broker.mutual} subscribed")
         payloads = [bytes([n % 256]) * size for n, size in enumerate(SIZES)]
-        publish(tls_broker.plain, payloads)
+        publish(tls_broker.plain, "tls", payloads)
         got = take(sub, len(payloads))
         assert [r.message.topic for r in got] == [f"tls/{n}" for n in range(len(payloads))]
         assert [r.message.payload for r in got] == payloads
@@ -205,7 +182,7 @@ def test_tls_insecure_connects_to_any_certificate_and_warns(tls_broker: TlsBroke
                                                 "certificate and host name are not checked"):
         sub.start()  # the context is made in the subscriber's thread: warned there
     try:
-        publish(tls_broker.plain, [b"hello"])
+        publish(tls_broker.plain, "tls", [b"hello"])
         assert [r.message.payload for r in take(sub, 1)] == [b"hello"]
     finally:
         sub.close()
@@ -301,15 +278,8 @@ def test_bad_tls_options(tmp_path: Path, certs: Certs, options: dict[str, str],
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from mqttwire.spark.live import register
-    from mqttwire.spark.session import make_session
-
-    session = make_session("local[1]")
-    register(session)
-    try:
+    with live_spark() as session:
         yield session
-    finally:
-        session.stop()
 
 
 #: The Spark query (about 20 s, and the session's start) runs in .ci/run's first pass
@@ -331,7 +301,7 @@ def test_a_query_over_mutual_tls(spark: Any, tls_broker: TlsBroker) -> None:
     try:
         wait_in_log(tls_broker.broker, "Sending SUBACK to tls-query")
         payloads = [b"%d|" % n + bytes(range(256)) for n in range(20)]
-        publish(tls_broker.plain, payloads)
+        publish(tls_broker.plain, "tls", payloads)
         deadline = time.monotonic() + TIMEOUT
         # The rows the query has taken, from its progress reports (a count(*) of the
         # table would be a Spark job each time).

@@ -10,30 +10,25 @@ that is not a WebSocket's."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from test_live import HOST, TIMEOUT, _wait_for_port, free_port
+from live_brokers import amqtt_websockets, example_websocket
+from live_clients import TIMEOUT, publish, take
+from local_servers import HOST
 from tls_certs import Certs, make_certs
 
-import mqttwire
 from mqttwire.session import ClientSession
 from mqttwire.spark.links import Endpoint, TlsOptions
-from mqttwire.spark.subscriber import Received, Reconnect, Subscriber, SubscriberError
+from mqttwire.spark.subscriber import Reconnect, Subscriber, SubscriberError
 
 pytestmark = pytest.mark.interop
-
-WS_BROKER = Path(__file__).resolve().parents[1] / "capture" / "ws_broker.py"
 
 
 @dataclass
@@ -44,41 +39,11 @@ class WsBrokers:
     certs: Certs
 
 
-@contextlib.contextmanager
-def _started(cmd: list[str], ports: list[int], log: Path) -> Iterator[None]:
-    # The brokers import the mqttwire that this test imports.
-    path = os.pathsep.join(filter(None, [str(Path(mqttwire.__file__).parents[1]),
-                                         os.environ.get("PYTHONPATH")]))
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": path})
-        try:
-            for port in ports:
-                assert _wait_for_port(port, proc), log.read_text(errors="replace")
-            yield
-        finally:
-            proc.terminate()
-            proc.wait(10)
-
-
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WsBrokers]:
     tmp = tmp_path_factory.mktemp("ws")
     certs = make_certs(tmp)
-    ws, wss, example = free_port(), free_port(), free_port()
-    conf = tmp / "amqtt.yaml"
-    conf.write_text(
-        "listeners:\n"
-        f"  default:\n    type: ws\n    bind: {HOST}:{ws}\n"
-        f"  secure:\n    type: ws\n    bind: {HOST}:{wss}\n    ssl: true\n"
-        f"    certfile: {certs.server_cert}\n    keyfile: {certs.server_key}\n"
-        "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
-        "    allow_anonymous: true\n")
-    amqtt = [sys.executable, "-c", "from amqtt.scripts.broker_script import main; main()",
-             "-c", str(conf)]
-    with (_started(amqtt, [ws, wss], tmp / "amqtt.log"),
-          _started([sys.executable, str(WS_BROKER), str(example)], [example],
-                   tmp / "example.log")):
+    with amqtt_websockets(tmp, certs) as (ws, wss), example_websocket(tmp) as example:
         yield WsBrokers(ws, wss, example, certs)
 
 
@@ -90,33 +55,6 @@ def subscriber(endpoint: Endpoint, version: int, *, client_id: str = "ws-sub",
     # of the tests here, said at once (reconnection: test_live_restart.py).
     return Subscriber(endpoint.host, endpoint.port, [("ws/#", 1)], session,
                       connect_timeout=5, endpoint=endpoint, reconnect=Reconnect(timeout=0))
-
-
-def publish(port: int, version: int, payloads: list[bytes]) -> None:
-    """paho-mqtt over WebSocket publishes ``payloads`` on ws/0, ws/1, ... at QoS 1."""
-    import paho.mqtt.client as mqtt
-
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, "ws-pub", transport="websockets",
-                         protocol=mqtt.MQTTv5 if version == 5 else mqtt.MQTTv311)
-    client.ws_set_options(path="/mqtt")
-    client.connect(HOST, port)
-    client.loop_start()
-    try:
-        for n, payload in enumerate(payloads):
-            client.publish(f"ws/{n}", payload, qos=1).wait_for_publish(TIMEOUT)
-    finally:
-        client.loop_stop()
-        client.disconnect()
-
-
-def take(sub: Subscriber, count: int) -> list[Received]:
-    got: list[Received] = []
-    deadline = time.monotonic() + TIMEOUT
-    while len(got) < count and time.monotonic() < deadline:
-        sub.raise_error()
-        got += sub.take()
-        time.sleep(0.01)
-    return got
 
 
 #: Sizes around the WebSocket's 7-bit and 16-bit length forms (125, 65,535) and the
@@ -143,7 +81,7 @@ def test_messages_arrive_whole_and_in_order(codec: Any, brokers: WsBrokers,
     sub.start()
     try:
         assert f" to {endpoint.url} subscribed" in repr(sub)
-        publish(publish_port, version, payloads)
+        publish(publish_port, "ws", payloads, version=version, websocket=True)
         got = take(sub, len(payloads))
         assert [r.message.topic for r in got] == [f"ws/{n}" for n in range(len(payloads))]
         assert [r.message.payload for r in got] == payloads
