@@ -527,9 +527,10 @@ class SplitRead:
 
             rows = self.shuffled.mapPartitions(run).collect()
             self.decodings += 1
-            opened: dict[str, list[int]] = {name: [] for name in self.splits}
+            # A set: a task run again (a retry, speculation) reports its frames again.
+            opened: dict[str, set[int]] = {name: set() for name in self.splits}
             for capture, frame in found.value:
-                opened[capture].append(frame)
+                opened[capture].add(frame)
             numbers = {name: {frame: n for n, frame in enumerate(sorted(frames), 1)}
                        for name, frames in opened.items()}
             if self.exact or numbers == self.numbers:
