@@ -15,7 +15,9 @@ one (``SectionPacker`` in :mod:`._fast`, over the file's bytes, with the parser 
 compiled capture loop).  The compiled loop takes classic pcap records and plain
 Enhanced Packet Blocks; at anything else (another block, a record it cannot place, a
 time before 1970, a truncated file) the range is read again by the pure loop, which
-gives the result or the error.
+gives the result or the error.  The compiled loop hands the sections over once the
+range is read, so a task holds its range's TCP frames in memory (about the split size:
+128 MiB at the cluster default), where the pure loop hands each piece over as it fills.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
 from .link import IPFragment, TcpSegment, parse_frame
-from .pcap import CaptureFormatError
 from .split import _TAIL, RangeRead, read_range
 from .synth import pcapng_block
 
@@ -209,9 +210,9 @@ def range_sections(f: BinaryIO, start: int, end: int, name: str | None = None,
     return RangeSections(f, start, end, name, piece_bytes, compiled)
 
 
+SectionPacker: Any
 try:
     from ._fast import SectionPacker
 except ImportError:  # not built: the pure loop
     SectionPacker = None
 
-_ = CaptureFormatError  # documented above

@@ -237,7 +237,7 @@ _PLACE_BITS = 40
 def _end_section(ts: int) -> bytes:
     piece = Piece()
     piece.add(0, ts, LINKTYPE_RAW, _END_FRAME)
-    return cast(bytes, piece.value()[1])
+    return piece.value()[1]
 
 
 class _Sections:
