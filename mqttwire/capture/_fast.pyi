@@ -1,8 +1,8 @@
 """Typing for the compiled capture loop (mqttwire/capture/_fast.pyx)."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .records import MqttStreams, Record
 from .sets import FileChain
@@ -28,3 +28,22 @@ def slot_offset(cls: type, name: str) -> int:
 def flow_key(linktype: int, data: bytes | memoryview) -> bytes | None:
     """The TCP connection key of a frame in the common case the loop parses (both
     directions alike), or None: then link.py must say what the frame is."""
+
+class SectionPacker:
+    """The compiled loop of mqttwire.capture.sections.range_sections (the pure twin:
+    loop._sections_pure): a range's frames, fed as the file's bytes, gathered by
+    connection."""
+
+    count: int
+    last_parsed: int
+    next: int | None
+    done: bool
+
+    def __init__(self, ng: bool, big: bool, nanos: bool, linktype: int,
+                 interfaces: Sequence[Any], end: int, size: int, piece_bytes: int,
+                 other: Callable[[int, memoryview], bytes | None]) -> None: ...
+    @property
+    def last_ts(self) -> int | None: ...
+    def feed(self, data: bytes, base: int) -> int: ...
+    def sections(self, section: Callable[[list[int], bytearray], bytes]
+                 ) -> list[tuple[bytes, int, bytes, bytes]]: ...

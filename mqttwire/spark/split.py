@@ -3,46 +3,49 @@ frames brought together in a few rows, decoded per connection.
 
 A capture larger than the split size (``read_tables``' ``split_size``) is read like this:
 
-1. **Ranges**: each task reads the frames of one byte range of the file
-   (:func:`mqttwire.capture.split.read_range`, which finds where the range's first
-   record begins) and gathers those that hold a TCP segment or an IP fragment by
-   connection (the 4-tuple, the same for both directions: :func:`flow_key`; every IP
-   fragment has the empty key).  It returns **one row per connection and range**
-   (:func:`range_rows`): the connection's frames of the range as one pcapng section
-   (a Section Header Block, an Interface Description Block per link type, then an
-   Enhanced Packet Block per frame, nanosecond times) and their numbers within the
-   range as an array; a row is cut at :data:`PIECE_BYTES`.  Plus one row of facts about
-   the range.  What crosses the JVM is a few rows of large byte strings, not a row per
-   frame: on the 200 MB benchmark capture (16 connections, 9 ranges), 153 rows instead of
-   1.17 million (benchmarks/capture.md).
+1. **Ranges**: each task reads the frames of one byte range of the file and gathers
+   those that hold a TCP segment or an IP fragment by connection
+   (:func:`mqttwire.capture.sections.range_sections`: the compiled loop where it is
+   built, its pure twin otherwise; the 4-tuple, the same for both directions, is the
+   key: :func:`flow_key`; every IP fragment has the empty key).  It returns **one row
+   per connection and range** (:func:`range_rows`): the connection's frames of the
+   range as one pcapng section and their numbers within the range as an array; a row
+   is cut at :data:`PIECE_BYTES`.  Plus one row of facts about the range, with each
+   connection key's first frame there.  What crosses the JVM is a few rows of large
+   byte strings, not a row per frame: on the 200 MB benchmark capture (16 connections,
+   9 ranges), 153 rows instead of 1.17 million (benchmarks/capture.md).
 2. **The shuffle** (Spark's, as an RDD: the rows are few, and the JVM only moves their
    bytes) brings each connection's rows into one partition by a hash of the capture and
    connection key (:func:`partition_of`, the same in every Python process), sorted by
-   capture, connection, range and piece.
-3. **The openings** (a first job over the shuffled rows, :func:`openings_task`): a
-   connection's number is its rank among all the capture's TCP connections by the frame
-   that opened it, which only the reassembler can tell, and which must be known before
-   the tables are written.  Each task runs the ordinary reader and reassembler over its
-   rows as step 5 does, each connection ignored as it opens (as a share's task ignores
-   the other shares' connections, :mod:`.shares`: its end is still followed, nothing of
-   it decoded), and returns the places (range, number within it) of the frames that
-   opened its connections, with the ranges' facts.
-4. **The check** (driver): :func:`~mqttwire.capture.split.check_chain` proves, from the
-   ranges' facts, that they read the file's own records; a file that fails it, or whose
-   range met a format error, is read whole by one task instead (the ordinary path),
-   which reports the real error if there is one.  A frame's number is its number within
-   its range plus the frames of the ranges before.  The driver ranks the openings.
-5. **Per connection** (a second job over the same shuffle output, which Spark does not
-   compute again): each task feeds its rows, capture by capture, to the ordinary decoder
-   (:func:`decode_rows`: :func:`~mqttwire.capture.read_with`, compiled loop or pure, over
-   the rows' sections one after the other, then one last frame at the time of the
-   capture's last frame, so that open streams end as in a whole-file read), with the
-   connection ids of step 4, and the ordinary derived tables; then it writes its tables
-   as the whole-file tasks do (:mod:`.parquet`), or stages them for Spark
-   (:func:`~mqttwire.spark.pipeline.read_tables`).  The retained messages: each task
-   returns its latest retained PUBLISH per topic with its
-   :data:`~mqttwire.spark.derive.RetainOrder` (table ``retain_events``, as a share does:
-   :mod:`.shares`), and the latest per topic over the tasks is kept.
+   capture, connection, range and piece; the facts rows go to a partition of their own.
+3. **The check** (driver, which reads the facts' partition only):
+   :func:`~mqttwire.capture.split.check_chain` proves, from the ranges' facts, that
+   they read the file's own records; a file that fails it, or whose range met a format
+   error, is read whole by one task instead (the ordinary path), which reports the real
+   error if there is one.  A frame's number is its number within its range plus the
+   frames of the ranges before.
+4. **The connection numbers**: a connection's number is its rank among all the
+   capture's TCP connections by the frame that opened it, which only the reassembler
+   can tell, and which must be known before the tables are written.  The driver
+   guesses them from the facts (:func:`guessed_numbers`: each key's first frame opened
+   its one connection), which is right for most captures.
+5. **Per connection** (one job over the shuffle output): each task feeds its rows,
+   capture by capture, to the ordinary decoder (:func:`decode_rows`:
+   :func:`~mqttwire.capture.read_with`, compiled loop or pure, over the rows' sections
+   one after the other, then one last frame at the time of the capture's last frame, so
+   that open streams end as in a whole-file read), with the guessed connection numbers,
+   and the ordinary derived tables; then it writes its tables as the whole-file tasks
+   do (:mod:`.parquet`), and reports the frames that opened its connections.  When
+   those are not the guess (a 4-tuple used again, a first segment that opens nothing),
+   the files written are dropped and the job runs again with the numbers found
+   (:meth:`SplitRead.written`): the shuffle output read twice, as it always was before.
+   Staged for Spark's writer instead (:meth:`SplitRead.staged`), the frames that opened
+   the connections are found first by a job of their own (:func:`openings_task`: the
+   reader and reassembler over the rows, each connection ignored as it opens, as a
+   share's task ignores the other shares' connections, :mod:`.shares`).  The retained
+   messages: each task returns its latest retained PUBLISH per topic with its
+   :data:`~mqttwire.spark.derive.RetainOrder` (table ``retain_events``, as a share
+   does: :mod:`.shares`), and the latest per topic over the tasks is kept.
 
 The tables are the same as a whole-file read's (tests/spark/test_split.py compares them
 table by table, with both codecs), with one limit: the reassembler forgets the oldest
@@ -55,7 +58,6 @@ one busy connection does not spread.
 from __future__ import annotations
 
 import json
-import struct
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator
@@ -64,12 +66,13 @@ from itertools import groupby
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, cast
 
-from ..capture import IPFragment, MqttStreams, Record, TcpSegment, parse_frame, read_with
+from ..capture import MqttStreams, Record, read_with
 from ..capture.link import LINKTYPE_RAW
-from ..capture.pcap import MAX_FRAME, CaptureFormatError
+from ..capture.pcap import CaptureFormatError
+from ..capture.sections import Piece, flow_key, range_sections
 from ..capture.sets import FileChain
-from ..capture.split import RangeRead, chain_problem, plan_ranges, read_range
-from ..capture.synth import ipv4_packet, pcapng_block, tcp_header
+from ..capture.split import RangeRead, chain_problem, plan_ranges
+from ..capture.synth import ipv4_packet, tcp_header
 from ..capture.tcp import RST
 from .batches import Batch, Decoding, FilesOf, FileStats, retain_event_batches, table_batches
 from .shares import RETAIN_EVENTS, ShareTables
@@ -83,8 +86,8 @@ if TYPE_CHECKING:
     from .inputs import CaptureFile
 
 __all__ = ["FACTS", "PIECE_BYTES", "RETAIN_EVENTS", "FileSplit", "SplitRead", "check_file",
-           "decode_rows", "flow_key", "openings_of", "partition_of", "range_rows",
-           "read_split", "retained"]
+           "decode_rows", "flow_key", "guessed_numbers", "openings_of", "partition_of",
+           "range_rows", "read_split", "retained"]
 
 #: The connection key of a range's facts row (a connection's key is empty, 12 or 36
 #: bytes long).
@@ -105,115 +108,39 @@ Row = tuple[Key, Value]
 # ---------------------------------------------------------------------------------------
 # Step 1: a range's rows
 
-try:  # the compiled loop's parser, for the common frames' keys
-    from ..capture._fast import flow_key as _fast_key
-except ImportError:  # not built: link.py for every frame
-    _fast_key = None
-
-
-def flow_key(seg: TcpSegment | IPFragment) -> bytes:
-    """The key that brings a TCP connection's segments together: its two ends (address
-    and port) in a fixed order, so that both directions have the same key.  Every IP
-    fragment has the empty key (each is a record of its own)."""
-    if not isinstance(seg, TcpSegment):
-        return b""
-    a = seg.src + seg.sport.to_bytes(2, "big")
-    b = seg.dst + seg.dport.to_bytes(2, "big")
-    return a + b if a <= b else b + a
-
-
-#: The Section Header Block that starts every row's section (pcapng, little-endian:
-#: byte-order magic, version 1.0, section length unknown).
-_SHB = pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
-#: An Enhanced Packet Block's head: type 6, total length, interface, time (high, low),
-#: captured and original length.
-_EPB_HEAD = struct.Struct("<IIIIIII")
-_TRAILERS = [struct.Struct(f"<{pad}xI") for pad in range(4)]
-
-
-def _idb(linktype: int) -> bytes:
-    """An Interface Description Block with nanosecond times (option if_tsresol 9)."""
-    return pcapng_block(1, struct.pack("<HHI", linktype, 0, 0)
-                        + struct.pack("<HHB3xHH", 9, 1, 9, 0, 0))
-
-
-class _Piece:
-    """One connection's frames of a range, as a pcapng section being written."""
-
-    __slots__ = ("body", "interfaces", "numbers", "piece")
-
-    def __init__(self, piece: int = 0) -> None:
-        self.piece = piece
-        self.numbers = array("q")
-        self.body = bytearray()
-        self.interfaces: dict[int, int] = {}  # link type -> interface id
-
-    def add(self, number: int, ts: int, linktype: int, data: Any) -> None:
-        interface = self.interfaces.get(linktype)
-        if interface is None:
-            interface = self.interfaces[linktype] = len(self.interfaces)
-        n = len(data)
-        pad = -n & 3
-        total = 32 + n + pad
-        body = self.body
-        body += _EPB_HEAD.pack(6, total, interface, ts >> 32, ts & 0xFFFFFFFF, n, n)
-        body += data
-        body += _TRAILERS[pad].pack(total)
-        self.numbers.append(number)
-
-    def value(self) -> Value:
-        head = _SHB + b"".join(_idb(linktype) for linktype in self.interfaces)
-        return self.numbers.tobytes(), head + self.body
-
-
 def range_rows(f: BinaryIO, capture: str, index: int, start: int, end: int,
                piece_bytes: int = PIECE_BYTES, member: int = 0,
                label: str | None = None, compiled: bool = True) -> Iterator[Row]:
     """The rows of range ``index`` (``[start, end)``) of the capture in ``f``: a row per
     connection (and per ``piece_bytes`` of its frames) holding its frames that hold a
-    TCP segment or IP fragment, then the row of the range's facts (key
-    ``(capture, FACTS, index, 0)``: the :class:`~mqttwire.capture.split.RangeRead`
-    attributes that :func:`~mqttwire.capture.split.chain_problem` checks, the time of
-    its last frame, the number of its last frame that holds a segment or fragment, and
-    ``problem`` when it cannot be used).  ``member``: for a set of files read as one
-    capture, which of its files ``f`` is (its ranges are numbered on from the earlier
-    files'), and ``label`` its name, for the errors.  ``compiled``: whether the common
-    frames' keys come from the compiled loop's parser (:func:`mqttwire.capture._fast.
-    flow_key`, where it is built; the others' from link.py), else all from link.py."""
+    TCP segment or IP fragment (:func:`~mqttwire.capture.sections.range_sections`),
+    then the row of the range's facts (key ``(capture, FACTS, index, 0)``: the
+    :class:`~mqttwire.capture.split.RangeRead` attributes that
+    :func:`~mqttwire.capture.split.chain_problem` checks, the time of its last frame,
+    the number of its last frame that holds a segment or fragment, ``problem`` when it
+    cannot be used, and ``first_frames``: each connection's first frame there, by key in hex,
+    from which the driver guesses the connections' numbers).  ``member``: for a set of
+    files read as one capture, which of its files ``f`` is (its ranges are numbered on
+    from the earlier files'), and ``label`` its name, for the errors.  ``compiled``:
+    whether the compiled loop reads the range (where it is built), else the pure
+    one."""
     facts: dict[str, Any] = {"range": index, "start": start, "end": end, "member": member}
-    pieces: dict[bytes, _Piece] = {}
-    last_ts = None
-    last_parsed = 0
-    fast = _fast_key if compiled else None
+    first: dict[str, int] = {}
+    result = range_sections(f, start, end, label or capture, piece_bytes, compiled)
     try:
-        result = read_range(f, start, end, label or capture)
-        for number, _offset, ts, linktype, data, _orig_len, _iface in result:
-            last_ts = ts
-            key = fast(linktype, data) if fast is not None else None
-            if key is None:
-                seg = parse_frame(linktype, data)
-                if seg is None:
-                    continue
-                key = flow_key(seg)
-            last_parsed = number
-            if not 0 <= ts < 1 << 63 or len(data) > MAX_FRAME - 64:
-                facts["problem"] = (f"frame {number} of the range does not fit a pcapng "
-                                    "block (a time before 1970, or too long)")
-                break
-            piece = pieces.get(key)
-            if piece is None:
-                piece = pieces[key] = _Piece()
-            piece.add(number, ts, linktype, data)
-            if len(piece.body) >= piece_bytes:
-                yield (capture, key, index, piece.piece), piece.value()
-                pieces[key] = _Piece(piece.piece + 1)
-        facts.update({name: getattr(result, name) for name in _CHECKED})
-        facts.update(last_ts=last_ts, last_parsed=last_parsed)
+        for key, piece, numbers, section in result:
+            if not piece and key:
+                first[key.hex()] = array("q", numbers[:8])[0]
+            yield (capture, key, index, piece), (numbers, section)
+        read = result.read
+        assert read is not None
+        facts.update({name: getattr(read, name) for name in _CHECKED})
+        facts.update(last_ts=result.last_ts, last_parsed=result.last_parsed,
+                     first_frames=first)
+        if result.problem is not None:
+            facts["problem"] = result.problem
     except CaptureFormatError as exc:
         facts["problem"] = str(exc)
-    for key, piece in pieces.items():
-        if piece.numbers:
-            yield (capture, key, index, piece.piece), piece.value()
     yield (capture, FACTS, index, 0), (None, json.dumps(facts))
 
 #: The RangeRead attributes that chain_problem reads.
@@ -223,8 +150,12 @@ _CHECKED = ("size", "format", "first", "start", "end", "sync", "next", "count",
 
 def partition_of(partitions: int) -> Callable[[Key], int]:
     """The shuffle's partition of a row's key: by capture and connection, a CRC (the
-    same in every process, unlike ``hash`` of a string)."""
+    same in every process, unlike ``hash`` of a string), among ``partitions``; the
+    facts rows all go to one more partition, ``partitions``, so that the driver reads
+    them without reading the connections' rows."""
     def partition(key: Key) -> int:
+        if key[1] == FACTS:
+            return partitions
         return zlib.crc32(key[1], zlib.crc32(key[0].encode())) % partitions
     return partition
 
@@ -304,9 +235,9 @@ _PLACE_BITS = 40
 
 
 def _end_section(ts: int) -> bytes:
-    piece = _Piece()
+    piece = Piece()
     piece.add(0, ts, LINKTYPE_RAW, _END_FRAME)
-    return cast(bytes, piece.value()[1])
+    return piece.value()[1]
 
 
 class _Sections:
@@ -385,12 +316,16 @@ def openings_of(capture: str, rows: Iterable[Row], how: Decoding,
 
 def decode_rows(capture: str, rows: Iterable[Row], split: FileSplit,
                 numbers: dict[int, int], how: Decoding, stats: FileStats | None = None,
-                codec: ModuleType | None = None) -> Iterator[Batch]:
+                codec: ModuleType | None = None, opened: list[int] | None = None
+                ) -> Iterator[Batch]:
     """Step 5: the table batches (the five tables, ``retain_events`` instead of
     ``retained``) of some connections of ``capture``: ``rows`` are their rows, each
     connection's in order (others may come between); ``numbers`` the number of every
     connection of the capture by the frame (in the file) that opened it.  ``codec``: as
-    read_capture's."""
+    read_capture's.  ``opened`` gets the frames (in the file) that opened the
+    connections, once the batches are all made: a connection whose frame is not in
+    ``numbers`` (a wrong guess, :func:`guessed_numbers`) is named ``capture#0``, and
+    its frame tells the caller to decode again."""
     openings: list[int] = []
     handler = _handler(capture, how, codec, openings)
     offsets = split.offsets
@@ -406,8 +341,8 @@ def decode_rows(capture: str, rows: Iterable[Row], split: FileSplit,
     prefix = len(capture) + 1
 
     def named(local: str) -> str:
-        opened = frames[openings[int(local[prefix:]) - 1] - 1]
-        name = ids[local] = f"{capture}#{numbers[opened]}"
+        frame = frames[openings[int(local[prefix:]) - 1] - 1]
+        name = ids[local] = f"{capture}#{numbers.get(frame, 0)}"
         return name
 
     def records() -> Iterator[Record]:
@@ -422,6 +357,25 @@ def decode_rows(capture: str, rows: Iterable[Row], split: FileSplit,
     tables = ShareTables(capture)
     yield from table_batches(records(), tables, stats, split.files_of())
     yield from retain_event_batches(tables)
+    if opened is not None:
+        opened.extend(frames[frame - 1] for frame in openings)
+
+
+def guessed_numbers(facts: Sequence[dict[str, Any]], split: FileSplit) -> dict[int, int]:
+    """The numbers of a capture's connections as its ranges' facts suggest them, before
+    any reassembly: each connection key's first frame in the file opened it (so one
+    connection per key, opened by its first segment).  Most captures are so; where the
+    reassembler opens connections otherwise (a 4-tuple used again, a first segment that
+    opens nothing), the decoding finds frames not in the guess and runs again with the
+    frames it found (:meth:`SplitRead.written`)."""
+    first: dict[str, int] = {}
+    for fact in facts:
+        offset = split.offsets[fact["range"]]
+        for key, number in fact.get("first_frames", {}).items():
+            frame = offset + number
+            if frame < first.get(key, frame + 1):
+                first[key] = frame
+    return {frame: n for n, frame in enumerate(sorted(first.values()), 1)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -469,19 +423,42 @@ def openings_task(how: Decoding) -> Callable[[Iterable[Row]], Iterator[tuple[Any
 
 
 def _decode_task(splits: dict[str, FileSplit], numbers: dict[str, dict[int, int]],
-                 how: Decoding, counters: Any
+                 how: Decoding, counters: Any, found: Any = None
                  ) -> Callable[[Iterable[Row]], Iterator[Batch]]:
-    """The tables' batches of a partition of shuffled rows (its good files' only)."""
+    """The tables' batches of a partition of shuffled rows (its good files' only);
+    ``found`` (an accumulator of lists) gets (capture, frame) of every connection's
+    opening frame."""
     def run(rows: Iterable[Row]) -> Iterator[Batch]:
         stats = FileStats()
+        opened: list[tuple[str, int]] = []
         for capture, group in _by_capture(rows):
             if capture in splits:
+                frames: list[int] = []
                 yield from decode_rows(capture, group, splits[capture], numbers[capture],
-                                       how, stats)
+                                       how, stats, opened=frames)
+                opened += [(capture, frame) for frame in frames]
         counters.records.add(stats.records)
         counters.packets.add(stats.packets)
         counters.errors.add(stats.errors)
+        if found is not None:
+            found.add(opened)
     return run
+
+
+def _list_accumulator(sc: SparkContext) -> Any:
+    """An accumulator of lists, joined (pyspark imported here: the executors' module
+    imports without it)."""
+    from pyspark.accumulators import AccumulatorParam
+
+    class ListParam(AccumulatorParam):  # type: ignore[type-arg]
+        def zero(self, value: list[Any]) -> list[Any]:
+            return []
+
+        def addInPlace(self, value1: list[Any], value2: list[Any]) -> list[Any]:  # noqa: N802
+            value1 += value2
+            return value1
+
+    return sc.accumulator([], ListParam())
 
 
 # ---------------------------------------------------------------------------------------
@@ -499,43 +476,92 @@ class SplitRead:
     #: The shuffled rows (every file's), sorted by key in each partition.
     shuffled: RDD[Row]
     splits: dict[str, FileSplit]
-    #: Per good file, the number of each connection by the frame that opened it.
+    #: Per good file, the number of each connection by the frame that opened it: as
+    #: guessed from the ranges' facts (:func:`guessed_numbers`) until a decoding found
+    #: otherwise (``exact``).
     numbers: dict[str, dict[int, int]]
     how: Decoding
     counters: Any
     #: The rows of the range tasks and their bytes (what crosses the shuffle).
     shuffle_rows: int = 0
     shuffle_bytes: int = 0
+    #: Whether ``numbers`` are the reassembler's own (found by a decoding or by the
+    #: openings job, :meth:`exact_numbers`), not a guess.
+    exact: bool = False
+    #: How many times the connections were decoded (1, or 2 after a wrong guess).
+    decodings: int = 0
 
     def line(self) -> str:
         """What was split, for stderr."""
         return (f"{len(self.files)} capture(s) split, {self.shuffle_rows:,} rows "
                 f"({self.shuffle_bytes / (1 << 20):.1f} MiB) through the shuffle"
+                + (", decoded twice (connections not opened by their first frames)"
+                   if self.decodings > 1 else "")
                 + (f"; read whole: {', '.join(f.name for f in self.fallback)}"
                    if self.fallback else ""))
 
-    def batches(self) -> Callable[[Iterable[Row]], Iterator[Batch]]:
+    def batches(self, counters: Any = None, found: Any = None
+                ) -> Callable[[Iterable[Row]], Iterator[Batch]]:
         """The per-connection task (step 5): a partition's rows to its table batches."""
-        return _decode_task(self.splits, self.numbers, self.how, self.counters)
+        return _decode_task(self.splits, self.numbers, self.how,
+                            self.counters if counters is None else counters, found)
 
     def written(self, out: Callable[[Iterable[Batch]], Iterator[Any]]) -> list[tuple[Any, ...]]:
         """Run step 5, each task writing its files (``out``: PartFiles.write); their
-        WRITTEN rows."""
-        task = self.batches()
+        WRITTEN rows.  One read of the shuffle output when the guessed connection
+        numbers were right (the tasks report the frames that opened them); else the
+        files written are dropped (never committed) and the connections decoded again
+        with the numbers found."""
+        if not self.files:
+            return []
+        sc = self.shuffled.context
+        while True:
+            counts = SimpleNamespace(records=sc.accumulator(0), packets=sc.accumulator(0),
+                                     errors=sc.accumulator(0))
+            found = _list_accumulator(sc)
+            task = self.batches(counts, found)
 
-        def run(rows: Iterable[Row]) -> Iterator[tuple[Any, ...]]:
-            for batch in out(task(rows)):
-                yield from zip(*(c.to_pylist() for c in batch.columns))
+            def run(rows: Iterable[Row], task: Any = task) -> Iterator[tuple[Any, ...]]:
+                for batch in out(task(rows)):
+                    yield from zip(*(c.to_pylist() for c in batch.columns))
 
-        return self.shuffled.mapPartitions(run).collect() if self.files else []
+            rows = self.shuffled.mapPartitions(run).collect()
+            self.decodings += 1
+            # A set: a task run again (a retry, speculation) reports its frames again.
+            opened: dict[str, set[int]] = {name: set() for name in self.splits}
+            for capture, frame in found.value:
+                opened[capture].add(frame)
+            numbers = {name: {frame: n for n, frame in enumerate(sorted(frames), 1)}
+                       for name, frames in opened.items()}
+            if self.exact or numbers == self.numbers:
+                for name in ("records", "packets", "errors"):
+                    getattr(self.counters, name).add(getattr(counts, name).value)
+                return rows
+            self.numbers, self.exact = numbers, True
+
+    def exact_numbers(self) -> None:
+        """The connection numbers by the reassembler (a job over the shuffle output
+        that finds the frames that opened them, step 3), for :meth:`staged`, which
+        cannot decode again."""
+        if self.exact or not self.files:
+            return
+        opened: dict[str, list[int]] = {name: [] for name in self.splits}
+        for row in self.shuffled.mapPartitions(openings_task(self.how)).collect():
+            if row[0] == "opened" and row[1] in self.splits:
+                opened[row[1]].append(self.splits[row[1]].offsets[row[2]] + row[3])
+        self.numbers = {name: {frame: n for n, frame in enumerate(sorted(frames), 1)}
+                        for name, frames in opened.items()}
+        self.exact = True
 
     def staged(self, spark: SparkSession) -> DataFrame:
-        """Step 5 as a lazy DataFrame of STAGED rows (:func:`~.batches.stage`)."""
+        """Step 5 as a lazy DataFrame of STAGED rows (:func:`~.batches.stage`), with the
+        connection numbers found first (:meth:`exact_numbers`)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from .batches import stage
         from .schema import STAGED
 
+        self.exact_numbers()
         task = self.batches()
 
         def run(rows: Iterable[Row]) -> Iterator[tuple[Any, ...]]:
@@ -549,9 +575,11 @@ class SplitRead:
 
 def read_split(sc: SparkContext, files: list[CaptureFile], split_size: int,
                how: Decoding, counters: Any) -> SplitRead:
-    """Steps 1 to 4 of the module docstring for ``files`` (local paths, each larger
-    than ``split_size``), as RDD jobs (no SQL session needed); step 5 waits for
-    :meth:`SplitRead.written` or :meth:`SplitRead.staged`."""
+    """Steps 1, 2 and 4 of the module docstring for ``files`` (local paths, each larger
+    than ``split_size``), as RDD jobs (no SQL session needed): the range tasks run and
+    the driver reads the facts' partition of the shuffle only; the connection numbers
+    are guessed from the facts (:func:`guessed_numbers`); step 5 waits for
+    :meth:`SplitRead.written` (which checks the guess) or :meth:`SplitRead.staged`."""
     from .inputs import local_path
     from .sets import SetFile
 
@@ -569,7 +597,7 @@ def read_split(sc: SparkContext, files: list[CaptureFile], split_size: int,
                 index += 1
     # A task reads about split_size bytes (several small files of a set, or a range);
     # the shuffle has a partition per range, at most four per core (a set of many small
-    # files has more ranges than connections).
+    # files has more ranges than connections), and one for the facts.
     cores = sc.defaultParallelism
     total = sum(f.size for f in files)
     tasks = min(len(listing), max(cores, -(-total // split_size)))
@@ -585,28 +613,26 @@ def read_split(sc: SparkContext, files: list[CaptureFile], split_size: int,
     ranged = (sc.parallelize(listing, tasks).mapPartitions(_range_task(counters))
               .mapPartitions(counted))
     shuffled = ranged.repartitionAndSortWithinPartitions(
-        partitions, partition_of(partitions), keyfunc=lambda key: key)
+        partitions + 1, partition_of(partitions), keyfunc=lambda key: key)
     facts: dict[str, list[dict[str, Any]]] = {f.name: [] for f in files}
-    opened: dict[str, list[tuple[int, int]]] = {f.name: [] for f in files}
-    for row in shuffled.mapPartitions(openings_task(how)).collect():
-        if row[0] == "facts":
-            facts[row[1]].append(json.loads(row[2]))
-        else:
-            opened[row[1]].append((row[2], row[3]))
+    for capture, fact in sc.runJob(shuffled, _facts_of, [partitions]):
+        facts[capture].append(json.loads(fact))
     splits = {name: check_file(found, names[name]) for name, found in facts.items()}
     good = [f for f in files if splits[f.name].problem is None]
     fallback = [f for f in files if splits[f.name].problem is not None]
     for f in fallback:  # its bytes are counted again when it is read whole
         counters.files.add(-len(f.members) if isinstance(f, SetFile) else -1)
         counters.bytes.add(-f.size)
-    numbers = {}
-    for f in good:
-        offsets = splits[f.name].offsets
-        frames = sorted(offsets[index] + number for index, number in opened[f.name])
-        numbers[f.name] = {frame: n for n, frame in enumerate(frames, 1)}
+    numbers = {f.name: guessed_numbers(facts[f.name], splits[f.name]) for f in good}
     return SplitRead(good, fallback, shuffled,
                      {f.name: splits[f.name] for f in good}, numbers, how, counters,
                      rows_acc.value, bytes_acc.value)
+
+
+def _facts_of(rows: Iterable[Row]) -> Iterator[tuple[str, str]]:
+    """The (capture, facts JSON) of the facts' partition."""
+    for key, value in rows:
+        yield key[0], cast(str, value[1])
 
 
 def retained(events: DataFrame) -> DataFrame:

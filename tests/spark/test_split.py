@@ -40,6 +40,7 @@ try:
         check_file,
         decode_rows,
         flow_key,
+        guessed_numbers,
         openings_of,
         range_rows,
     )
@@ -63,14 +64,17 @@ def whole_tables(raw: bytes, name: str, codec: ModuleType) -> dict[str, list[dic
     return out
 
 
-def read_ranges(raw: bytes, name: str, split_size: int, piece_bytes: int | None = None
+def read_ranges(raw: bytes, name: str, split_size: int, piece_bytes: int | None = None,
+                facts: list[dict[str, Any]] | None = None
                 ) -> tuple[FileSplit, list[Any], int]:
     """The range tasks of a file: its FileSplit, its connection rows, and how many
-    ranges.  ``piece_bytes``: default PIECE_BYTES (looked up at the call: without pyarrow
-    the module imports, its tests deselected, and the name is not defined)."""
+    ranges (``facts`` gets the ranges' facts).  ``piece_bytes``: default PIECE_BYTES
+    (looked up at the call: without pyarrow the module imports, its tests deselected,
+    and the name is not defined)."""
     if piece_bytes is None:
         piece_bytes = PIECE_BYTES
-    facts: list[dict[str, Any]] = []
+    if facts is None:
+        facts = []
     rows: list[Any] = []
     ranges = plan_ranges(len(raw), split_size)
     for index, (start, end) in enumerate(ranges):
@@ -86,14 +90,20 @@ def split_tables(raw: bytes, name: str, split_size: int, codec: ModuleType,
                  tasks: int = 3, piece_bytes: int | None = None
                  ) -> dict[str, list[dict[str, Any]]]:
     """The tables of the split path, its Spark steps done in Python."""
-    split, rows, _ = read_ranges(raw, name, split_size, piece_bytes)
+    facts: list[dict[str, Any]] = []
+    split, rows, _ = read_ranges(raw, name, split_size, piece_bytes, facts)
     assert split.problem is None, split.problem
-    return shuffled_tables(name, split, rows, codec, tasks)
+    return shuffled_tables(name, split, rows, codec, tasks, facts)[0]
 
 
 def shuffled_tables(name: str, split: FileSplit, rows: list[Any], codec: ModuleType,
-                    tasks: int) -> dict[str, list[dict[str, Any]]]:
-    """The shuffle, the openings and the decoding of a split capture's rows."""
+                    tasks: int, facts: list[dict[str, Any]]
+                    ) -> tuple[dict[str, list[dict[str, Any]]], int]:
+    """The shuffle and the decoding of a split capture's rows, as SplitRead.written
+    does it: with the connection numbers guessed from the ranges' facts, then, if the
+    decoding found other frames opening the connections, again with those.  Also how
+    many decodings it took (1 or 2); the frames found are those of the openings step
+    (openings_of, the reassembler run over the rows alone)."""
     parts: list[list[Any]] = [[] for _ in range(tasks)]
     for row in rows:
         parts[zlib.crc32(row[0][1]) % tasks].append(row)
@@ -101,14 +111,23 @@ def shuffled_tables(name: str, split: FileSplit, rows: list[Any], codec: ModuleT
         part.sort(key=lambda row: row[0])
     how = Decoding((1883,), ALL, None)
     # Connection numbers: the rank of the opening frame among all the capture's.
-    opened = sorted(split.offsets[index] + number for part in parts
-                    for index, number in openings_of(name, part, how, codec))
-    assert len(opened) == len(set(opened)), "a frame opened two connections"
-    numbers = {frame: n for n, frame in enumerate(opened, 1)}
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for part in parts:
-        for table, batch in decode_rows(name, part, split, numbers, how, codec=codec):
-            out[table] += batch.to_pylist()
+    exact = sorted(split.offsets[index] + number for part in parts
+                   for index, number in openings_of(name, part, how, codec))
+    assert len(exact) == len(set(exact)), "a frame opened two connections"
+    numbers = guessed_numbers(facts, split)
+    for decodings in (1, 2):
+        out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        opened: list[int] = []
+        for part in parts:
+            for table, batch in decode_rows(name, part, split, numbers, how, codec=codec,
+                                            opened=opened):
+                out[table] += batch.to_pylist()
+        assert sorted(opened) == exact
+        found = {frame: n for n, frame in enumerate(sorted(opened), 1)}
+        if found == numbers:
+            break
+        assert decodings == 1, "the numbers found were not kept"
+        numbers = found
     # Retained: the latest event per topic, unless it removed the message.
     latest: dict[str, dict[str, Any]] = {}
     for event in out.pop("retain_events", []):
@@ -118,7 +137,7 @@ def shuffled_tables(name: str, split: FileSplit, rows: list[Any], codec: ModuleT
             latest[event["topic"]] = {"order": order, "row": event}
     assert not out["retained"], "a task chose retained messages itself"
     out["retained"] = [held["row"] for held in latest.values() if held["row"]["payload_length"]]
-    return out
+    return out, decodings
 
 
 def same_tables(got: dict[str, list[dict[str, Any]]],
@@ -206,6 +225,37 @@ def test_split_tables_of_the_pipeline_captures(make: Any, tmp_path: Path,
     for split_size in (100, 300):
         same_tables(split_tables(raw, "x", split_size, codec),
                     whole_tables(raw, "x", codec))
+
+
+@pytest.mark.parametrize("make", [capture_a, capture_b], ids=["a", "b"])
+def test_one_decoding_where_each_connection_opens_at_its_first_frame(
+        make: Any, tmp_path: Path, codec: ModuleType) -> None:
+    """The connection numbers guessed from the ranges' facts (each 4-tuple's first frame
+    opened it) are the reassembler's for captures of one connection per 4-tuple: the
+    rows are decoded once (the shuffle output read once)."""
+    raw = make(tmp_path / "x.cap").path.read_bytes()
+    facts: list[dict[str, Any]] = []
+    split, rows, ranges = read_ranges(raw, "x", 200, facts=facts)
+    assert ranges > 1 and split.problem is None
+    tables, decodings = shuffled_tables("x", split, rows, codec, 3, facts)
+    assert decodings == 1
+    same_tables(tables, whole_tables(raw, "x", codec))
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_a_4_tuple_used_again_makes_a_second_decoding(mixed: dict[str, bytes], fmt: str,
+                                                      codec: ModuleType) -> None:
+    """The mixed capture's client "reuse" connects twice from the same port: the second
+    connection has no first frame of its own key, so the guess misses it, the decoding
+    finds it, and the second decoding's tables are the whole file's."""
+    raw = mixed[fmt]
+    facts: list[dict[str, Any]] = []
+    split, rows, _ = read_ranges(raw, "m", 1000, facts=facts)
+    guess = guessed_numbers(facts, split)
+    tables, decodings = shuffled_tables("m", split, rows, codec, 3, facts)
+    assert decodings == 2
+    assert len(guess) < len({row["connection_id"] for row in tables["connections"]}) + 1
+    same_tables(tables, whole_tables(raw, "m", codec))
 
 
 def test_a_truncated_file_is_read_whole(mixed: dict[str, bytes]) -> None:
@@ -340,7 +390,7 @@ def split_set_tables(paths: list[Path], split_size: int, codec: ModuleType,
             index += 1
     split = check_file(facts, [p.name for p in paths])
     assert split.problem is None, split.problem
-    return shuffled_tables(name, split, rows, codec, tasks)
+    return shuffled_tables(name, split, rows, codec, tasks, facts)[0]
 
 
 @pytest.mark.parametrize("frames", [7, 40])
