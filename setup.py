@@ -26,10 +26,10 @@ else:
     ext_modules = cythonize(
         [
             Extension("mqttwire._speedups", ["mqttwire/_speedups.pyx"]),
-            Extension("mqttwire._ctopics", ["mqttwire/_ctopics.pyx"]),
-            Extension("mqttwire.capture._fast", ["mqttwire/capture/_fast.pyx"]),
-            Extension("mqttwire.spark._columns", ["mqttwire/spark/_columns.pyx"]),
-            Extension("mqttwire.spark._derive", ["mqttwire/spark/_derive.pyx"]),
+            Extension("mqttwire._topics_c", ["mqttwire/_topics_c.pyx"]),
+            Extension("mqttwire.capture.loop_c", ["mqttwire/capture/loop_c.pyx"]),
+            Extension("mqttwire.spark.columns_c", ["mqttwire/spark/columns_c.pyx"]),
+            Extension("mqttwire.spark.derive_c", ["mqttwire/spark/derive_c.pyx"]),
         ],
         compiler_directives={
             "language_level": 3,

@@ -7,7 +7,7 @@ with PUBACKs, several packets per TCP segment and some packets split across segm
 It is written once into the temporary directory and reused by later runs with the same
 parameters (the file name carries them and a hash of make_capture.py).
 
-- ``read_capture``, with the Cython codec (its compiled loop, mqttwire.capture._fast)
+- ``read_capture``, with the Cython codec (its compiled loop, mqttwire.capture.loop_c)
   and with the pure-Python codec (the pure loop), every record consumed; and the Cython
   codec through the pure loop (``_read_pure``), to show what the compiled loop gains;
 - ``tshark -r FILE -d tcp.port==1883,mqtt -Y mqtt -T fields -E occurrence=a -e ...``
@@ -251,13 +251,13 @@ def test_derived_tables(benchmark: Any, codec: ModuleType, derive_records: list[
     """The derived tables (connections, messages, retained: mqttwire.spark.derive) of a
     20 MB capture's records, fed as a decoding task feeds them (``add_many`` a batch at a
     time, the finished rows taken after each): with the extension, its compiled path
-    (mqttwire.spark._derive), which must be built; without, ``CaptureTables.add`` (the
+    (mqttwire.spark.derive_c), which must be built; without, ``CaptureTables.add`` (the
     reference).  Per core: CPU time."""
     from mqttwire.spark import derive
 
     compiled = codec.__name__ == "mqttwire._speedups"
     if compiled:
-        importlib.import_module("mqttwire.spark._derive")
+        importlib.import_module("mqttwire.spark.derive_c")
     monkeypatch.setattr(derive, "COMPILED", compiled)
     benchmark.group = "capture: the derived tables"
     counts: dict[str, int] = {}

@@ -75,7 +75,7 @@ class PahoSampleSource(DataSource):
 def main() -> int:
     source, url, topic, out, checkpoint, stopfile, *pairs = sys.argv[1:]
     from mqttwire.spark.live import register, use_filesystem_checkpoints
-    from mqttwire.spark.session import make_session
+    from mqttwire.spark.startup import make_session
 
     # Spark's own Arrow batch size (10,000 rows), not the pipeline's one row a batch that
     # make_session sets for mapInArrow's inputs: a simple stream reader's rows (the paho

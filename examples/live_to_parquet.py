@@ -4,7 +4,7 @@
 
 Run it with the python that has mqttwire and pyarrow (a virtualenv's, activated or
 not): with a local master Spark's Python workers run that same interpreter
-(``mqttwire.spark.session.make_session`` sets PYSPARK_PYTHON to it when unset).  A
+(``mqttwire.spark.startup.make_session`` sets PYSPARK_PYTHON to it when unset).  A
 PYSPARK_PYTHON of yours that cannot import mqttwire stops the job before the query
 starts, with a line saying what to set.
 
@@ -117,7 +117,7 @@ def main() -> int:
     from pyspark.errors import StreamingQueryException
 
     from mqttwire.spark.live import register, use_filesystem_checkpoints
-    from mqttwire.spark.session import WorkerPythonError, default_master, make_session
+    from mqttwire.spark.startup import WorkerPythonError, default_master, make_session
 
     # A local master unless spark-submit gives one; PYSPARK_PYTHON set to this python
     # when unset, before Spark starts (its workers would run python3 from PATH).

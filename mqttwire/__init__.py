@@ -8,6 +8,7 @@ and the pure-Python twin ``mqttwire._pure`` otherwise, or when the environment v
 
 from __future__ import annotations
 
+from ._codec.properties import Properties
 from ._constants import (
     MQTT5,
     MQTT31,
@@ -23,8 +24,7 @@ from ._errors import (
     PacketTooLarge,
     ProtocolError,
 )
-from ._impl import IMPLEMENTATION, impl
-from ._properties import Properties
+from ._implementation import IMPLEMENTATION, impl
 
 Auth = impl.Auth
 ConnAck = impl.ConnAck

@@ -1,6 +1,6 @@
 # The C declarations of the compiled modules, written once, and the pieces of C code they
 # share (the slot accessors, read_varint): _speedups.pyx (with its include files),
-# _ctopics.pyx, capture/_fast.pyx, spark/_columns.pyx and spark/_derive.pyx cimport what
+# _topics_c.pyx, capture/loop_c.pyx, spark/columns_c.pyx and spark/derive_c.pyx cimport what
 # they use from here.  This .pxd has no .pyx of its own and builds no module, so a cimport
 # from it adds nothing at run time: each module's C code calls these functions and macros
 # directly, and the inline functions are compiled into each module that uses them.
@@ -16,7 +16,7 @@ from cpython.ref cimport Py_XDECREF, Py_XINCREF
 
 cdef extern from "Python.h":
     # str internals, for the codec's zero-copy ASCII reads and writes (_speedups) and the
-    # topic scans over a str's code points (_ctopics).  Extern functions are noexcept.
+    # topic scans over a str's code points (_topics_c).  Extern functions are noexcept.
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object text)
     bint PyUnicode_IS_COMPACT_ASCII(object text)
@@ -34,20 +34,20 @@ cdef extern from "Python.h":
         PyObject* o, PyObject* name, PyObject* value) except -1
     # Allocation as object.__new__(cls) does it, without the call through the type
     # (_speedups: a Properties, a plain class with no __new__ of its own), and as
-    # type.__call__ allocates before __init__ (capture/_fast: a Record, filled slot by slot).
+    # type.__call__ allocates before __init__ (capture/loop_c: a Record, filled slot by slot).
     object PyType_GenericNew(PyTypeObject* cls, PyObject* args, PyObject* kwds)
     object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t nitems)
     # The type change of a decoded Properties once its values are built (_speedups).
     void Py_SET_TYPE(object o, PyTypeObject* t)
     # A range check that cannot overflow: both modules hand a too-large int to Python code.
     long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
-    # The singletons, compared by address when capture/_fast reads a slot it borrowed.
+    # The singletons, compared by address when capture/loop_c reads a slot it borrowed.
     PyObject* Py_None
     PyObject* Py_True
     PyObject* Py_False
 
 
-# A __slots__ member descriptor and its entry (capture/_fast and spark/_columns reach the
+# A __slots__ member descriptor and its entry (capture/loop_c and spark/columns_c reach the
 # pure objects' slots by the offsets these give).
 cdef extern from "structmember.h":
     ctypedef struct PyMemberDef:
@@ -125,7 +125,7 @@ cdef extern from *:
 
 
 # The Variable Byte Integer (MQTT 5.0 §1.5.5) read in C: the Remaining Length of every fixed
-# header (_speedups' decoders and StreamDecoder, capture/_fast's framing loop) and the
+# header (_speedups' decoders and StreamDecoder, capture/loop_c's framing loop) and the
 # length of a property block that _speedups hands to the shared reader.  Written once so
 # that the rule about the fourth byte cannot drift between them; what each caller does
 # with the outcome (raise, hand over, wait for the next segment) and the shortest-form

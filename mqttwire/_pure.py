@@ -6,26 +6,23 @@ same names, signatures and behaviour: the test suite runs every behavioural test
 This twin is the typed reference; its docstrings are the documentation of both.
 
 This module is the twin's public face: it re-exports the code, which lives by concern in
-``_pure_packets`` (the packet classes), ``_pure_encode`` (PreparedPublish, encode()),
-``_pure_decode`` (the hot decoders, decode(), decode_from()) and ``_pure_stream``
+``_codec.packets`` (the packet classes), ``_codec.encode`` (PreparedPublish, encode()),
+``_codec.decode`` (the hot decoders, decode(), decode_from()) and ``_codec.stream``
 (StreamDecoder), the same split as the Cython twin's include files
 (``_speedups_*.pxi``).  The hot path (fixed header, Remaining Length, PUBLISH, the four
 acknowledgements, the stream framing loop) lives there and, in C, in ``_speedups``.  The
-other packet types are decoded and encoded by the shared ``_cold`` module.  The twins do
-not import each other: the code both run is in shared modules (``_publish``: the PUBLISH
-and acknowledgement encoders; ``_forwarding``: PreparedPublish's; ``_framing``: the fixed
-header; ``_fields``: equality and repr), which ``_speedups`` hands what its C code does
+other packet types are decoded and encoded by the shared ``_codec.reference`` module.  The twins do
+not import each other: the code both run is in shared modules (``_codec.publish``: the PUBLISH
+and acknowledgement encoders; ``_codec.forwarding``: PreparedPublish's; ``_codec.framing``: the fixed
+header; ``_codec.fields``: equality and repr), which ``_speedups`` hands what its C code does
 not vouch for, so that both raise the same errors.
 """
 
 from __future__ import annotations
 
-# Not in __all__, but reachable from both codec modules as before: code handed a codec
-# module (tests/fuzz/fuzz_seeds.py, say) builds property blocks with codec.Properties.
-from ._properties import Properties as Properties
-from ._pure_decode import decode, decode_from
-from ._pure_encode import PreparedPublish, encode
-from ._pure_packets import (
+from ._codec.decode import decode, decode_from
+from ._codec.encode import PreparedPublish, encode
+from ._codec.packets import (
     Auth,
     ConnAck,
     Connect,
@@ -44,10 +41,14 @@ from ._pure_packets import (
     Unsubscribe,
     Will,
 )
-from ._pure_packets import (
+from ._codec.packets import (
     Packet as Packet,  # the union of the packet classes, for annotations; not in __all__
 )
-from ._pure_stream import StreamDecoder
+
+# Not in __all__, but reachable from both codec modules as before: code handed a codec
+# module (tests/fuzz/fuzz_seeds.py, say) builds property blocks with codec.Properties.
+from ._codec.properties import Properties as Properties
+from ._codec.stream import StreamDecoder
 from ._topics import (
     Matches,
     TopicTree,
@@ -67,7 +68,7 @@ __all__ = [
 
 # The classes and functions defined in the _pure_* modules are this module's API, and say
 # so: ``Publish.__module__`` stays "mqttwire._pure", as it was before the split, so reprs of
-# the classes, pickling (which finds a class by module and name) and _wire.same_kind (which
+# the classes, pickling (which finds a class by module and name) and _codec.datatypes.same_kind (which
 # recognises the twins' packets by module) see one module per twin.  The topic functions
 # keep their own module, _topics, as before.
 for _obj in (

@@ -6,26 +6,26 @@ both).  The hot path works on ``const unsigned char *``: the fixed header, the R
 Length, the topic name, PUBLISH, the four acknowledgements and the StreamDecoder's framing
 loop.  Property blocks, CONNECT, SUBSCRIBE, SUBACK, UNSUBSCRIBE and UNSUBACK are decoded in
 C too, and PreparedPublish, property blocks, CONNECT and SUBSCRIBE encoded in C.  The rest
-is shared Python: CONNACK, DISCONNECT and AUTH (``_cold``), and every error message
-(``_wire`` builders).  The C readers and writers take valid packets only and hand
-anything else to the shared reference code (``_cold``, ``_properties``, ``_publish``,
-``_forwarding``, ``_framing``), which raises the error; so the two implementations cannot
+is shared Python: CONNACK, DISCONNECT and AUTH (``reference``), and every error message
+(``_codec.datatypes`` builders).  The C readers and writers take valid packets only and hand
+anything else to the shared reference code (``reference``, ``_codec.properties``, ``_codec.publish``,
+``_codec.forwarding``, ``_codec.framing``), which raises the error; so the two implementations cannot
 word or order an error differently.  This module never imports ``_pure``: what the twins
 share lives in those modules, under public names, and is the contract between them.
 
 A decoded MQTT 5.0 property block is checked in full in C and kept as one copy of its
 bytes: PUBLISH, CONNECT and Will hold it until ``properties`` is read, the other packets in
 a ``_DecodedProperties`` that builds its values on first access.  Encoding and
-PreparedPublish copy such a block as it is (``_properties.wire_block`` says when they may).
+PreparedPublish copy such a block as it is (``_codec.properties.wire_block`` says when they may).
 
 Every pointer read is preceded by an explicit length check (pointer indexing is never
 bounds-checked, whatever the directives).
 
 This file holds the imports and the public names; the code is in the include files named
 at the bottom (tables, data types, property blocks, packet classes, encoding, decoding,
-StreamDecoder), one concern each, as ``_pure`` re-exports ``_pure_packets``, ``_pure_encode``, ``_pure_decode`` and
-``_pure_stream``.  The C API declarations are in ``_cdefs.pxd``, shared with
-``_ctopics.pyx`` and ``capture/_fast.pyx``.
+StreamDecoder), one concern each, as ``_pure`` re-exports ``_codec.packets``, ``_codec.encode``, ``_codec.decode`` and
+``_codec.stream``.  The C API declarations are in ``_cdefs.pxd``, shared with
+``_topics_c.pyx`` and ``capture/loop_c.pyx``.
 """
 
 cimport cython
@@ -72,7 +72,7 @@ from ._cdefs cimport (
 
 import types
 
-from . import _cold
+from ._codec import reference
 from ._constants import (
     MAX_REMAINING_LENGTH,
     PACKET_NAMES,
@@ -80,10 +80,10 @@ from ._constants import (
     V3_SUBACK_CODES,
     PacketType,
 )
-from ._docstrings import PREPARED_PUBLISH as _PREPARED_PUBLISH_DOC
-from ._docstrings import STREAM_DECODER as _STREAM_DECODER_DOC
+from ._codec.docstrings import PREPARED_PUBLISH as _PREPARED_PUBLISH_DOC
+from ._codec.docstrings import STREAM_DECODER as _STREAM_DECODER_DOC
 from ._errors import IncompletePacket, MalformedPacket, MQTTWireError, ProtocolError, rule
-from ._fields import (
+from ._codec.fields import (
     ACK,
     AUTH,
     CONNACK,
@@ -100,7 +100,7 @@ from ._fields import (
     fields_equal,
     fields_repr,
 )
-from ._ctopics import (
+from ._topics_c import (
     Matches,
     TopicTree,
     parse_shared,
@@ -108,9 +108,9 @@ from ._ctopics import (
     validate_topic_filter,
     validate_topic_name,
 )
-from ._forwarding import encode_forwarded, forwarding_parts
-from ._framing import incomplete
-from ._properties import (
+from ._codec.forwarding import encode_forwarded, forwarding_parts
+from ._codec.framing import incomplete
+from ._codec.properties import (
     BOOLEAN_PROPERTIES,
     NONZERO_PROPERTIES,
     PROPERTY_NAMES,
@@ -118,8 +118,8 @@ from ._properties import (
     Properties,
     decode_properties,
 )
-from ._publish import encode_ack, encode_publish
-from ._wire import (
+from ._codec.publish import encode_ack, encode_publish
+from ._codec.datatypes import (
     as_buffer,
     check_subscription_identifiers,
     check_version,
@@ -150,11 +150,11 @@ __all__ = [
 # separate extension modules would turn them into calls through Python or a capsule).  Each
 # file uses only names of the files before it and of _cdefs.pxd, with one exception that
 # is the nature of a method: the packet classes' encode() methods call the encoders of
-# _speedups_encode.pxi (as _pure_packets' call _publish's).
-include "_speedups_tables.pxi"  # C tables from the shared Python ones; version, int helpers
-include "_speedups_types.pxi"  # the spec's data types read in C (twin of _wire's readers)
-include "_speedups_properties.pxi"  # property blocks, lazily built Properties (_properties)
-include "_speedups_packets.pxi"  # the 17 packet classes
-include "_speedups_encode.pxi"  # C encoders, PreparedPublish, encode()
-include "_speedups_decode.pxi"  # C decoders, the fixed header, decode(), decode_from()
-include "_speedups_stream.pxi"  # StreamDecoder
+# _codec/encode_c.pxi (as _codec.packets' call _codec.publish's).
+include "_codec/tables_c.pxi"  # C tables from the shared Python ones; version, int helpers
+include "_codec/datatypes_c.pxi"  # the spec's data types read in C (twin of _codec.datatypes's readers)
+include "_codec/properties_c.pxi"  # property blocks, lazily built Properties (_codec.properties)
+include "_codec/packets_c.pxi"  # the 17 packet classes
+include "_codec/encode_c.pxi"  # C encoders, PreparedPublish, encode()
+include "_codec/decode_c.pxi"  # C decoders, the fixed header, decode(), decode_from()
+include "_codec/stream_c.pxi"  # StreamDecoder

@@ -1,5 +1,5 @@
 """The rules for topic names and topic filters (MQTT 3.1.1 §4.7, MQTT 5.0 §4.7, §4.8.2),
-shared by the two topic twins: ``_topics`` (pure Python) and ``_ctopics`` (Cython).
+shared by the two topic twins: ``_topics`` (pure Python) and ``_topics_c`` (Cython).
 
 Each twin has its own fast code for what is certainly valid; whatever that code does not
 vouch for comes here, to the check functions, which accept it or raise.  So the twins
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ._codec.datatypes import null_error, topic_name_wildcard_error, utf8_error
 from ._errors import MalformedPacket, ProtocolError, rule
-from ._wire import null_error, topic_name_wildcard_error, utf8_error
 
 __all__ = [
     "SHARE",

@@ -1,7 +1,7 @@
 """Topic names and topic filters: validation, matching, shared subscriptions, and a
 subscription tree for brokers (MQTT 3.1.1 §4.7, MQTT 5.0 §4.7 and §4.8.2).
 
-This is the pure-Python twin; ``_ctopics.pyx`` is the C twin, with the same behaviour.
+This is the pure-Python twin; ``_topics_c.pyx`` is the C twin, with the same behaviour.
 Neither imports the other: the rules both follow (the check functions that word every
 error, the Shared Subscription form, the check of a TopicTree value) are in
 ``_topic_rules``, so both raise the same errors with the same messages.
@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from typing import Any
 
-from ._docstrings import TOPIC_TREE
+from ._codec.datatypes import check_version
+from ._codec.docstrings import TOPIC_TREE
 from ._errors import ProtocolError
 from ._topic_rules import (
     SHARE,
@@ -28,7 +29,6 @@ from ._topic_rules import (
     qos_of,
     split_shared,
 )
-from ._wire import check_version
 
 __all__ = [
     "Matches",
@@ -181,7 +181,7 @@ class _Node:
 
 
 class TopicTree:
-    # The docstring, shared with the Cython twin, is _docstrings.TOPIC_TREE.
+    # The docstring, shared with the Cython twin, is _codec.docstrings.TOPIC_TREE.
     __doc__ = TOPIC_TREE
 
     def __init__(self) -> None:

@@ -391,7 +391,7 @@ def _pipeline(args: argparse.Namespace) -> int:
                   "`pip install 'mqttwire[spark]'`", file=sys.stderr)
             return 2
     from .spark import run_pipeline
-    from .spark.session import MasterError, check_master
+    from .spark.startup import MasterError, check_master
 
     # What can be checked before Spark starts: a master URL of no known form, or a
     # standalone master where nothing answers (Spark would retry for a minute and print

@@ -64,11 +64,11 @@ def both_codecs() -> tuple[ModuleType, ModuleType]:
     pytest.param(False, id="reference")])
 def derive_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     """Whether mqttwire.spark.derive's CaptureTables.add_many takes its compiled path
-    (mqttwire.spark._derive, which must then be built: an ImportError fails the test)
+    (mqttwire.spark.derive_c, which must then be built: an ImportError fails the test)
     or CaptureTables.add alone (the reference)."""
     import mqttwire.spark.derive as derive_module
 
     if request.param:
-        importlib.import_module("mqttwire.spark._derive")
+        importlib.import_module("mqttwire.spark.derive_c")
     monkeypatch.setattr(derive_module, "COMPILED", bool(request.param))
     return bool(request.param)

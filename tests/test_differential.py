@@ -703,7 +703,7 @@ def _varint(n: int) -> bytes:
 
 def _block_of(props: Properties) -> bytes:
     """The PUBLISH property block of ``props``, without its length prefix."""
-    from mqttwire._properties import encode_properties
+    from mqttwire._codec.properties import encode_properties
 
     encoded = encode_properties(props, 3, "PUBLISH")
     skip = 1

@@ -169,7 +169,7 @@ def test_stub_names_match_the_extension(both_codecs: tuple[ModuleType, ModuleTyp
 
 
 def test_package_reexports_the_chosen_implementation() -> None:
-    impl = mqttwire._impl.impl
+    impl = mqttwire._implementation.impl
     for name in impl.__all__:
         assert getattr(mqttwire, name) is getattr(impl, name), name
 
@@ -282,10 +282,10 @@ def test_bad_protocol_version_argument_gives_the_same_outcome(
 def test_one_message_for_a_bad_protocol_version(
     both_codecs: tuple[ModuleType, ModuleType], version: object
 ) -> None:
-    # One check (_wire.check_version) words the error wherever a level is given: both
+    # One check (_codec.datatypes.check_version) words the error wherever a level is given: both
     # codecs, every packet type, the decoders, PreparedPublish, and both topic twins.
-    import mqttwire._ctopics as ctopics
     import mqttwire._topics as topics
+    import mqttwire._topics_c as ctopics
 
     expected = f"ValueError: protocol version must be 3, 4 or 5, not {version!r}"
     makes = [
@@ -338,7 +338,7 @@ def test_prepared_publish_hand_over_gives_the_same_outcome(
 @pytest.mark.c_extension
 @pytest.mark.parametrize(("twin", "other"), [
     ("mqttwire._speedups", "mqttwire._pure"),
-    ("mqttwire._ctopics", "mqttwire._topics"),
+    ("mqttwire._topics_c", "mqttwire._topics"),
 ])
 def test_the_cython_twin_does_not_import_the_python_one(twin: str, other: str) -> None:
     # The contract between the twins is the shared modules' public names, not each
@@ -353,7 +353,7 @@ def test_the_cython_twin_does_not_import_the_python_one(twin: str, other: str) -
 @pytest.mark.parametrize("name", PACKET_CLASSES + PARTS)
 def test_field_list_names_every_field(name: str) -> None:
     # __eq__ and __repr__ of both implementations come from the class's field list
-    # (mqttwire._fields): a field missing from it would be neither compared nor shown.
+    # (mqttwire._codec.fields): a field missing from it would be neither compared nor shown.
     cls = getattr(_pure, name)
     slots = {s for klass in cls.__mro__ for s in getattr(klass, "__slots__", ())}
     assert {field for field, _ in cls._fields} == slots

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import pytest
 
 import mqttwire
-import mqttwire.session._codec
+import mqttwire.session._codec_choice
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -60,7 +60,7 @@ def run_example(example: Example, codec: ModuleType, monkeypatch: pytest.MonkeyP
     for name in codec.__all__:
         monkeypatch.setattr(mqttwire, name, getattr(codec, name))
     # codec=None in the session layer picks mqttwire's implementation: the one under test.
-    monkeypatch.setattr(mqttwire.session._codec, "impl", codec)
+    monkeypatch.setattr(mqttwire.session._codec_choice, "impl", codec)
     monkeypatch.chdir(ROOT)
     namespace: dict[str, object] = {"__name__": "__example__"}
     # Compiled with its page and line, so that a failure points at the text to fix.

@@ -22,8 +22,8 @@ from mqttwire import (
     PacketTooLarge,
     ProtocolError,
 )
+from mqttwire._codec.framing import frame_header
 from mqttwire._errors import rule
-from mqttwire._framing import frame_header
 
 CORPUS: dict[str, dict[str, Any]] = json.loads(
     (Path(__file__).parent / "vectors" / "valid.json").read_text()
@@ -359,7 +359,7 @@ def test_incomplete_stream_is_not_an_error(codec: ModuleType) -> None:
     ],
 )
 def test_frame_header(data: bytes, expected: object) -> None:
-    """_framing.frame_header, the one Python reader of the Remaining Length (read_header
+    """_codec.framing.frame_header, the one Python reader of the Remaining Length (read_header
     and the capture reader use it): its three outcomes, and the same at an offset."""
     assert frame_header(data, 0, len(data)) == expected
     assert frame_header(b"??" + data + b"\x00", 2, len(data) + 2) == expected

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from mqttwire._codec.datatypes import read_utf8
 from mqttwire._errors import MalformedPacket, MQTTWireError, ProtocolError
-from mqttwire._wire import read_utf8
 
 # ---------------------------------------------------------------------------------------
 # The OASIS examples (MQTT 3.1.1 and 5.0 §4.7.1, §4.7.2, §4.7.3)
@@ -431,7 +431,7 @@ def test_validation_is_total(codec: ModuleType, text: str) -> None:
 @given(filter=ANY_FILTER, name=ANY_TEXT)
 def test_python_and_cython_agree_on_any_input(filter: str, name: str) -> None:
     # Both implementations are total on arbitrary strings and agree, errors included.
-    cy = importlib.import_module("mqttwire._ctopics")
+    cy = importlib.import_module("mqttwire._topics_c")
     py = importlib.import_module("mqttwire._topics")
     assert cy.topic_matches(filter, name) is py.topic_matches(filter, name)
     for func in ("validate_topic_name", "validate_topic_filter"):
@@ -485,7 +485,7 @@ def test_api_parity() -> None:
     # The twins expose the same names, parameters and docstrings.  Docstrings are compared
     # cleaned (inspect.cleandoc): from Python 3.13 the compiler strips their indentation,
     # which Cython's compiled docstrings keep.
-    cy = importlib.import_module("mqttwire._ctopics")
+    cy = importlib.import_module("mqttwire._topics_c")
     py = importlib.import_module("mqttwire._topics")
     assert set(cy.__all__) == set(PUBLIC) | {"TopicTree", "Matches"} <= set(py.__all__)
     assert cy.Matches is py.Matches

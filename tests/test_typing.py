@@ -19,13 +19,13 @@ import mqttwire
 
 PACKAGE = pathlib.Path(mqttwire.__file__).resolve().parent
 TYPED = [
-    "mqttwire/__init__.py", "mqttwire/_impl.py", "mqttwire/_pure.py", "mqttwire/_wire.py",
-    "mqttwire/_properties.py", "mqttwire/_cold.py", "mqttwire/_constants.py",
+    "mqttwire/__init__.py", "mqttwire/_implementation.py", "mqttwire/_pure.py", "mqttwire/_codec/datatypes.py",
+    "mqttwire/_codec/properties.py", "mqttwire/_codec/reference.py", "mqttwire/_constants.py",
     "mqttwire/_errors.py", "mqttwire/_topics.py", "mqttwire/_speedups.pyi",
-    "mqttwire/_ctopics.pyi", "mqttwire/capture", "mqttwire/session", "mqttwire/_publish.py",
-    "mqttwire/_forwarding.py", "mqttwire/_framing.py", "mqttwire/_topic_rules.py",
-    "mqttwire/_fields.py", "mqttwire/_pure_packets.py", "mqttwire/_pure_encode.py",
-    "mqttwire/_pure_decode.py", "mqttwire/_pure_stream.py", "mqttwire/_docstrings.py",
+    "mqttwire/_topics_c.pyi", "mqttwire/capture", "mqttwire/session", "mqttwire/_codec/publish.py",
+    "mqttwire/_codec/forwarding.py", "mqttwire/_codec/framing.py", "mqttwire/_topic_rules.py",
+    "mqttwire/_codec/fields.py", "mqttwire/_codec/packets.py", "mqttwire/_codec/encode.py",
+    "mqttwire/_codec/decode.py", "mqttwire/_codec/stream.py", "mqttwire/_codec/docstrings.py",
 ]
 
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from mqttwire import _speedups as m
-from mqttwire._properties import Properties
+from mqttwire._codec.properties import Properties
 
 SMALL = bytes.fromhex("3012000c73656e736f72732f74656d7032322e35")  # sensors/temp, b"22.5"
 PUB1K = m.Publish("a/b/c", b"x" * 1024, qos=1, packet_id=7).encode(4)

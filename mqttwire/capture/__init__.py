@@ -11,7 +11,7 @@ The layers, each usable alone:
   pieces of one capture, a *set*, read as one: :mod:`.sets`).
 
 :func:`read_capture` runs its per-frame loop in the compiled module
-:mod:`mqttwire.capture._fast` when it reads with the Cython codec; the pure-Python layers
+:mod:`mqttwire.capture.loop_c` when it reads with the Cython codec; the pure-Python layers
 above are the reference and the fallback (with the pure codec, or where the module is not
 built), and they handle everything the compiled loop hands over to them.
 :mod:`mqttwire.capture.synth` writes synthetic captures for tests and benchmarks.
@@ -25,20 +25,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import ModuleType
 from typing import BinaryIO, Union, cast
 
-from .._impl import IMPLEMENTATION
+from .._implementation import IMPLEMENTATION
 from .link import IPFragment, TcpSegment, parse_frame
 from .loop import _read_pure, _read_pure_chain
+from .mqtt_streams import MqttStreams, Record, looks_like_connect
 from .pcap import CaptureFormatError, Frame, iter_frames
-from .records import MqttStreams, Record, looks_like_connect
 from .sets import CaptureSet, FileChain, plan_sets
 from .tcp import TcpConnection, TcpReassembler, TcpStream
 
 try:
-    if IMPLEMENTATION != "cython":  # mqttwire._impl decides, for the codec and this loop
+    if IMPLEMENTATION != "cython":  # mqttwire._implementation decides, for the codec and this loop
         raise ImportError("the pure-Python codec was chosen")
-    from . import _fast
+    from . import loop_c
 except ImportError:  # a pure-Python install or run
-    _fast = None  # type: ignore[assignment]
+    loop_c = None  # type: ignore[assignment]
 
 __all__ = [
     "CaptureFormatError",
@@ -126,7 +126,7 @@ def read_capture(
     and at which file offset.  Opening the file can raise OSError.
     """
     if codec is None:
-        from .._impl import impl
+        from .._implementation import impl
 
         codec = impl
     if isinstance(source, (list, tuple)):
@@ -191,10 +191,10 @@ def _read(f: BinaryIO, name: str, ports: Iterable[int], payload_limit: int | Non
 def read_with(f: BinaryIO, handler: MqttStreams) -> Iterator[Record]:
     """The records of the capture in ``f``, decoded by ``handler`` (made by the caller,
     for the options :func:`read_capture` does not offer): through the compiled loop of
-    :mod:`mqttwire.capture._fast` when the handler's codec is the Cython codec and that
+    :mod:`mqttwire.capture.loop_c` when the handler's codec is the Cython codec and that
     module is built, else through the pure-Python loop.  Both yield the same records."""
-    if _fast is not None and handler.codec is _fast.CODEC:
-        return _fast.FastReader(f, handler)
+    if loop_c is not None and handler.codec is loop_c.CODEC:
+        return loop_c.FastReader(f, handler)
     return _read_pure(f, handler)
 
 
@@ -202,6 +202,6 @@ def read_chain(chain: FileChain, handler: MqttStreams) -> Iterator[Record]:
     """:func:`read_with` over the files of a set (:class:`~.sets.FileChain`), read as
     one capture: the compiled loop or the pure one, as there; each file is opened as
     the one before it ends, and closed when the next is opened or the reading ends."""
-    if _fast is not None and handler.codec is _fast.CODEC:
-        return _fast.FastReader(None, handler, chain)
+    if loop_c is not None and handler.codec is loop_c.CODEC:
+        return loop_c.FastReader(None, handler, chain)
     return _read_pure_chain(chain, handler)

@@ -3,7 +3,7 @@
 
 :func:`_read_pure` is the reference loop (:func:`_read_pure_chain` the same over the
 files of a set) (and the one used with the pure codec, or where
-the compiled :mod:`mqttwire.capture._fast` is not built); :func:`_frame` and
+the compiled :mod:`mqttwire.capture.loop_c` is not built); :func:`_frame` and
 :func:`_finish` are the steps both loops share: the compiled one hands every frame it does
 not handle itself to :func:`_frame`, and ends with :func:`_finish`.
 :func:`_sections_pure` is the reference loop of a split capture's range (the compiled
@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from .link import IPFragment, TcpSegment, parse_frame
+from .mqtt_streams import MqttStreams, Record, ip_text
 from .pcap import MAX_FRAME, CaptureFormatError, iter_frames
-from .records import MqttStreams, Record, ip_text
 from .sets import FileChain
 
 if TYPE_CHECKING:
+    from .ranges import RangeRead
     from .sections import RangeSections
-    from .split import RangeRead
 
 __all__: list[str] = []
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
 from .link import IPFragment, TcpSegment, parse_frame
-from .split import _TAIL, RangeRead, read_range
+from .ranges import _TAIL, RangeRead, read_range
 from .synth import pcapng_block
 
 __all__ = ["Piece", "RangeSections", "flow_key", "range_sections", "section"]
@@ -212,7 +212,7 @@ def range_sections(f: BinaryIO, start: int, end: int, name: str | None = None,
 
 SectionPacker: Any
 try:
-    from ._fast import SectionPacker
+    from .loop_c import SectionPacker
 except ImportError:  # not built: the pure loop
     SectionPacker = None
 

@@ -84,7 +84,7 @@ from .pcap import (
 )
 
 if TYPE_CHECKING:
-    from .records import Record
+    from .mqtt_streams import Record
 
 __all__ = ["GROUP_MODES", "CaptureSet", "FileChain", "FileTimes", "SetPlan", "TcpEdges",
            "alike_key", "continues", "group_files", "plan_sets", "probe_file", "scan_file",

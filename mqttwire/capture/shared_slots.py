@@ -1,13 +1,13 @@
 """The state that the compiled capture loop shares with the pure-Python code.
 
-``mqttwire/capture/_fast.pyx`` reads and writes some slots of the pure code's objects
+``mqttwire/capture/loop_c.pyx`` reads and writes some slots of the pure code's objects
 in place (one copy of the state, so that it can hand any frame to the pure code at any
 point): the slots listed here, by class, and every field of :class:`~.records.Record`,
 which it allocates and fills itself.  The classes build their ``__slots__`` from these
 tuples, so the shared part is visible where they are defined.
 
 The contract: renaming or retyping one of these slots, or a Record field, is a change to
-_fast.pyx too.  _fast.pyx looks each slot up by name in its class at import (never by a
+loop_c.pyx too.  loop_c.pyx looks each slot up by name in its class at import (never by a
 fixed offset), refuses at import a slot that is not listed here or not a writable object
 slot, and a Record whose fields are not :data:`RECORD_FIELDS` in this order; read_capture
 then falls back to the pure loop.  tests/capture/test_shared_slots.py checks both sides.

@@ -63,7 +63,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
-    from .records import Record, _Connection, _Direction
+    from .mqtt_streams import Record, _Connection, _Direction
 
 __all__ = ["SUBPROTOCOLS", "Request", "WebSocket", "WsDirection", "upgrade",
            "upgrade_request"]

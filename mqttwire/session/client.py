@@ -21,10 +21,10 @@ from collections import OrderedDict, deque
 from types import ModuleType
 from typing import Any
 
+from .._codec.properties import Properties
 from .._constants import PacketType, ReasonCode
 from .._errors import MQTTWireError, ProtocolError
-from .._properties import Properties
-from ._codec import Codec
+from ._codec_choice import Codec
 from ._ids import PacketIds
 from .aliases import InboundAliases, OutboundAliases
 from .errors import SessionError, check_reason_code, disconnect_reason

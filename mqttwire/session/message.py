@@ -6,8 +6,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from .._properties import Properties
-from ._codec import Codec
+from .._codec.properties import Properties
+from ._codec_choice import Codec
 
 __all__ = ["Message", "RetainedStore"]
 

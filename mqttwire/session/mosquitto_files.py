@@ -211,7 +211,7 @@ class AclFile:
 
     @classmethod
     def parse(cls, text: str, *, path: str = "<memory>", codec: Any = None) -> AclFile:
-        from ._codec import Codec
+        from ._codec_choice import Codec
 
         checker = Codec(codec)
         acl = cls(path=path, matches=checker.topic_matches)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from .._codec.properties import Properties
 from .._constants import REASON_CODES, PacketType, ReasonCode
 from .._errors import MQTTWireError, ProtocolError
-from .._properties import Properties
-from ._codec import Codec
+from ._codec_choice import Codec
 from ._ids import PacketIds
 from ._timers import Timers
 from .aliases import InboundAliases, OutboundAliases

@@ -31,7 +31,7 @@ from .pipeline import (
     read_tables,
     run_pipeline,
 )
-from .session import JavaMissing, find_java
+from .startup import JavaMissing, find_java
 
 __all__ = [
     "TABLE_NAMES",

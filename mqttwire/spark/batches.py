@@ -24,13 +24,13 @@ from typing import Any, BinaryIO, NamedTuple
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
-from .._impl import impl
+from .._implementation import impl
 from ..capture import MqttStreams, Record, read_chain, read_with
 from ..capture.sets import FileChain
 from .columns import Source, arrays
+from .connection_shares import RETAIN_EVENTS, Share, ShareTables
 from .derive import CaptureTables, Row
 from .schema import ERRORS, PACKETS, STAGED, TABLES
-from .shares import RETAIN_EVENTS, Share, ShareTables
 
 __all__ = ["BATCH_ROWS", "Batch", "Decoding", "FileStats", "capture_error_batches",
            "decode_capture", "packets_batch", "properties_json", "retain_event_batches",

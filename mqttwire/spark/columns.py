@@ -3,7 +3,7 @@
 :func:`arrays` builds the columns of a batch from a list of objects (a capture's
 :class:`~mqttwire.capture.Record` objects, or the row dicts of
 :mod:`mqttwire.spark.derive`).  The reference way is one Python list of values per
-column, converted by ``pa.array``; where the compiled :mod:`mqttwire.spark._columns` is
+column, converted by ``pa.array``; where the compiled :mod:`mqttwire.spark.columns_c` is
 built, it writes the Arrow buffers of the common column types straight from the objects
 instead (several times faster: benchmarks/capture.md), and every column it declines is
 built the reference way.  Both give equal arrays (tests/spark/test_columns.py).
@@ -23,14 +23,14 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 from .schema import TIMESTAMP
 
 try:
-    from . import _columns
+    from . import columns_c
 except ImportError:  # the pure-Python wheel, or a build without the extension
-    _columns = None  # type: ignore[assignment]
+    columns_c = None  # type: ignore[assignment]
 
 __all__ = ["COMPILED", "arrays", "reference_array"]
 
 #: Whether :func:`arrays` uses the compiled buffers by default.
-COMPILED = _columns is not None
+COMPILED = columns_c is not None
 
 #: A column's source: a list of its values (one per object), or the name of the attribute
 #: (or dict key) that holds the value in each object.
@@ -54,8 +54,8 @@ def arrays(objs: Sequence[Any], sources: Sequence[Source], schema: pa.Schema, *,
     getter = itemgetter if mapping else attrgetter
     built: list[Any] = [None] * len(schema)
     if compiled if compiled is not None else COMPILED:
-        kinds = b"".join(_columns.KINDS.get(str(f.type), b"-") for f in schema)
-        built = _columns.buffers(objs, list(sources), kinds, mapping)
+        kinds = b"".join(columns_c.KINDS.get(str(f.type), b"-") for f in schema)
+        built = columns_c.buffers(objs, list(sources), kinds, mapping)
     out = []
     for field, source, parts in zip(schema, sources, built):
         if parts is None:

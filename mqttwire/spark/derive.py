@@ -11,7 +11,7 @@ time is integer nanoseconds since the epoch (the Arrow layer converts them).
 
 This module is the reference.  Where the extension is built, :meth:`CaptureTables.add_many`
 hands the common records (PUBLISH and PUBACK of open connections) to its compiled twin,
-mqttwire/spark/_derive.pyx, which makes the same rows (tests/spark/test_derive_compiled.py)
+mqttwire/spark/derive_c.pyx, which makes the same rows (tests/spark/test_derive_compiled.py)
 and leaves every other record to :meth:`CaptureTables.add`.
 """
 
@@ -23,9 +23,9 @@ from typing import Any
 from ..capture import Record
 
 try:
-    from . import _derive
+    from . import derive_c
 except ImportError:  # the pure-Python wheel, or a build without the extension
-    _derive = None  # type: ignore[assignment]
+    derive_c = None  # type: ignore[assignment]
 
 __all__ = ["COMPILED", "REJECTED", "CaptureTables", "derive"]
 
@@ -44,7 +44,7 @@ REJECTED = 0x80
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
 
-#: A messages row before its PUBLISH's fields are set (_publish; the capture is set per
+#: A messages row before its PUBLISH's fields are set (_codec.publish; the capture is set per
 #: capture).
 _MESSAGE: Row = {
     "capture": None, "connection_id": None, "client_id": None, "protocol_version": None,
@@ -102,19 +102,19 @@ class _Conn:
         self.client_id: object = _UNSEEN
         self.version: object = _UNSEEN
         self.source: object = _UNSEEN
-        #: The messages row template of this connection's PUBLISHes (_publish): the
+        #: The messages row template of this connection's PUBLISHes (_codec.publish): the
         #: capture's with this connection's id, client id and level set.
         self.message: Row = {}
 
 
 def _compiled_path() -> Any:
-    """The compiled path of :meth:`CaptureTables.add_many` (mqttwire.spark._derive) for
+    """The compiled path of :meth:`CaptureTables.add_many` (mqttwire.spark.derive_c) for
     these classes, or None where it is not built or does not fit them."""
-    if _derive is None:
+    if derive_c is None:
         return None
     try:
-        return _derive.Deriver(Record, _Conn)
-    except TypeError:  # a slot it reads is not one (see _derive.RECORD_SLOTS, CONN_SLOTS)
+        return derive_c.Deriver(Record, _Conn)
+    except TypeError:  # a slot it reads is not one (see derive_c.RECORD_SLOTS, CONN_SLOTS)
         return None
 
 
@@ -204,7 +204,7 @@ class CaptureTables:
     def add_many(self, records: list[Record]) -> None:
         """Take the next records of the capture, in order: :meth:`add` for each, the
         common ones (PUBLISH and PUBACK of open connections) in compiled code where it
-        is built (:data:`COMPILED`; mqttwire/spark/_derive.pyx), with the same rows."""
+        is built (:data:`COMPILED`; mqttwire/spark/derive_c.pyx), with the same rows."""
         if COMPILED:
             _FAST.add_many(self, records)
             return

@@ -478,10 +478,10 @@ class MqttDataSource(DataSource):
 def register(spark: SparkSession) -> None:
     """Register the source with ``spark`` as ``format("mqtt")``, first checking that
     Spark's Python workers can import mqttwire and pyarrow (one small job, once per
-    SparkContext): if not, :class:`mqttwire.spark.session.WorkerPythonError` says what
-    to set.  Start a local session with :func:`mqttwire.spark.session.make_session`, or
+    SparkContext): if not, :class:`mqttwire.spark.startup.WorkerPythonError` says what
+    to set.  Start a local session with :func:`mqttwire.spark.startup.make_session`, or
     with PYSPARK_PYTHON set to the interpreter that has mqttwire, before it starts."""
-    from .session import check_python_workers
+    from .startup import check_python_workers
 
     check_python_workers(spark)
     spark.dataSource.register(MqttDataSource)

@@ -29,8 +29,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+from .connection_shares import merge_retained
 from .schema import TABLES
-from .shares import merge_retained
 
 __all__ = ["PARTITIONED", "PENDING_ROW_GROUPS", "ROW_GROUP_BYTES", "WRITTEN", "PartFiles",
            "commit", "merge_events", "partition_dir", "staging_root"]

@@ -83,10 +83,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from .batches import Batch, Decoding
+    from .connection_shares import Share
     from .packing import Packing
-    from .session import ClassArchive
-    from .shares import Share
     from .split import SplitRead
+    from .startup import ClassArchive
 
 __all__ = ["TABLE_NAMES", "Counters", "PipelineOptions",
            "PipelineResult", "SHARE_SIZE", "Tables", "read_tables", "run_pipeline"]
@@ -168,7 +168,7 @@ class PipelineOptions:
         options, :data:`QUICK_JIT` when the master is local and the tasks will write the
         tables (a local output, no split, not the Spark writer), and ``archive``'s JVM
         option."""
-        from .session import default_master
+        from .startup import default_master
 
         conf = self.memory_conf()
         master = self.master or default_master() or ""
@@ -323,7 +323,7 @@ def _listed_files(rows: Iterable[Listed], how: Decoding, counters: Counters
     """Open and stream each listed file (its share of the connections when ``shares`` >
     1) into its tables' batches."""
     from .batches import capture_error_batches
-    from .shares import Share
+    from .connection_shares import Share
 
     for name, path, size, problem, index, count, parts in rows:
         if problem is not None:
@@ -449,8 +449,8 @@ def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
     """The streaming reader's tasks, a row each: every file, or every share of a file of
     at least ``share_size`` bytes (.shares), largest first so that one big file does not
     start last."""
+    from .connection_shares import share_count
     from .sets import SetFile
-    from .shares import share_count
 
     cores = sc.defaultParallelism
     rows: list[Listed] = []
@@ -482,8 +482,8 @@ def _packable(f: CaptureFile, share_size: int | None, cores: int) -> bool:
     task, or an input that cannot be read (its task only makes its error row).  A set
     (.sets), a gzip file (its size says little of its decoding) and a file read in
     shares (.shares) stay units of their own."""
+    from .connection_shares import share_count
     from .sets import SetFile
-    from .shares import share_count
 
     if f.problem is not None:
         return True
@@ -867,7 +867,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     from ..capture.files import skipped_line
     from .figures import ArrowFigures, SparkFigures
     from .report import write_summary
-    from .session import ClassArchive, default_master, jvm_running, make_context
+    from .startup import ClassArchive, default_master, jvm_running, make_context
 
     if options.writer not in ("auto", "tasks", "spark"):
         raise ValueError(f"writer must be auto, tasks or spark, not {options.writer!r}")

@@ -19,7 +19,7 @@ A capture larger than the split size (``read_tables``' ``split_size``) is read l
    connection key (:func:`partition_of`, the same in every Python process), sorted by
    capture, connection, range and piece; the facts rows go to a partition of their own.
 3. **The check** (driver, which reads the facts' partition only):
-   :func:`~mqttwire.capture.split.check_chain` proves, from the ranges' facts, that
+   :func:`~mqttwire.capture.ranges.check_chain` proves, from the ranges' facts, that
    they read the file's own records; a file that fails it, or whose range met a format
    error, is read whole by one task instead (the ordinary path), which reports the real
    error if there is one.  A frame's number is its number within its range plus the
@@ -69,13 +69,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, cast
 from ..capture import MqttStreams, Record, read_with
 from ..capture.link import LINKTYPE_RAW
 from ..capture.pcap import CaptureFormatError
+from ..capture.ranges import RangeRead, chain_problem, plan_ranges
 from ..capture.sections import Piece, flow_key, range_sections
 from ..capture.sets import FileChain
-from ..capture.split import RangeRead, chain_problem, plan_ranges
 from ..capture.synth import ipv4_packet, tcp_header
 from ..capture.tcp import RST
 from .batches import Batch, Decoding, FilesOf, FileStats, retain_event_batches, table_batches
-from .shares import RETAIN_EVENTS, ShareTables
+from .connection_shares import RETAIN_EVENTS, ShareTables
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -115,8 +115,8 @@ def range_rows(f: BinaryIO, capture: str, index: int, start: int, end: int,
     connection (and per ``piece_bytes`` of its frames) holding its frames that hold a
     TCP segment or IP fragment (:func:`~mqttwire.capture.sections.range_sections`),
     then the row of the range's facts (key ``(capture, FACTS, index, 0)``: the
-    :class:`~mqttwire.capture.split.RangeRead` attributes that
-    :func:`~mqttwire.capture.split.chain_problem` checks, the time of its last frame,
+    :class:`~mqttwire.capture.ranges.RangeRead` attributes that
+    :func:`~mqttwire.capture.ranges.chain_problem` checks, the time of its last frame,
     the number of its last frame that holds a segment or fragment, ``problem`` when it
     cannot be used, and ``first_frames``: each connection's first frame there, by key in hex,
     from which the driver guesses the connections' numbers).  ``member``: for a set of
@@ -277,7 +277,7 @@ class _Sections:
 def _handler(capture: str, how: Decoding, codec: ModuleType | None,
              openings: list[int], decode: bool = True) -> MqttStreams:
     if codec is None:
-        from .._impl import impl
+        from .._implementation import impl
 
         codec = impl
     return MqttStreams(capture, ports=how.ports, codec=codec,

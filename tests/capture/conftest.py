@@ -1,5 +1,5 @@
 """Every read_capture call in these tests runs through the loop it should, and with the
-Cython codec through both loops: the compiled one (mqttwire.capture._fast) must yield
+Cython codec through both loops: the compiled one (mqttwire.capture.loop_c) must yield
 exactly the records of the pure-Python reference loop, field by field."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
         raw = f.read()
         args = (name, ports, payload_limit, codec, version, max_pending, stream_ends)
         loop = select(io.BytesIO(raw), *args)
-        fast = capture._fast is not None and isinstance(loop, capture._fast.FastReader)
+        fast = capture.loop_c is not None and isinstance(loop, capture.loop_c.FastReader)
         assert fast == fast_expected(codec), "read_capture took the wrong loop"
         chosen.append(fast)
         records = list(loop)
@@ -65,7 +65,7 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
         args = (name, ports, payload_limit, codec, version, max_pending, stream_ends)
         used = _bytes_chain(raws)
         loop = select_chain(used, *args)
-        fast = capture._fast is not None and isinstance(loop, capture._fast.FastReader)
+        fast = capture.loop_c is not None and isinstance(loop, capture.loop_c.FastReader)
         assert fast == fast_expected(codec), "read_capture took the wrong loop"
         chosen.append(fast)
         records = list(loop)

@@ -18,7 +18,7 @@ from capture_helpers import (
     write,
 )
 
-from mqttwire.capture.records import WINDOW, first_boundary
+from mqttwire.capture.mqtt_streams import WINDOW, first_boundary
 from mqttwire.capture.synth import Segment, TcpFlow
 
 CLIENT = ("10.0.0.1", 50000)

@@ -1,5 +1,5 @@
 """A byte range of a capture as a pcapng section per connection
-(mqttwire.capture.sections): the compiled loop (``_fast.SectionPacker``) gives exactly
+(mqttwire.capture.sections): the compiled loop (``loop_c.SectionPacker``) gives exactly
 what the pure one (``loop._sections_pure``) gives, for every range of every format the
 range reader takes, and hands a range it does not read to the pure loop; the sections
 hold the range's frames, each connection's in its own section.
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from mqttwire.capture import pcap
 from mqttwire.capture.link import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_RAW
+from mqttwire.capture.ranges import chain_problem, plan_ranges
 from mqttwire.capture.sections import flow_key, range_sections
-from mqttwire.capture.split import chain_problem, plan_ranges
 from mqttwire.capture.synth import Frame, TcpFlow, write_pcap, write_pcapng
 
 T0 = 1_700_000_000_123_456_789  # ns
@@ -105,7 +105,7 @@ pytestmark = pytest.mark.c_extension  # the compiled loop against the pure one
 def test_compiled_and_pure_sections_are_the_same(fmt: str, byteorder: str,
                                                  nanoseconds: bool, simple: bool,
                                                  split: int) -> None:
-    from mqttwire.capture import _fast  # noqa: F401  # fails loudly where not built
+    from mqttwire.capture import loop_c  # noqa: F401  # fails loudly where not built
 
     raw = write(fmt, flows_frames([0, 60, 1400, 3, 9000, 200, 17, 1460] * 3,
                                   interfaces=1 if simple else 3),

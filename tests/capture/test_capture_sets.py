@@ -492,7 +492,7 @@ def pipeline_runs(rings: RingCaptures, merges: dict[str, Path],
     import pyarrow.dataset as ds
 
     from mqttwire.spark import JavaMissing, PipelineOptions, find_java, read_tables, run_pipeline
-    from mqttwire.spark.session import make_session
+    from mqttwire.spark.startup import make_session
 
     try:
         find_java()

@@ -1,5 +1,5 @@
 """The contract between the compiled capture loop and the pure code: the slots that
-mqttwire/capture/_fast.pyx reads and writes in place (mqttwire/capture/shared_slots.py)."""
+mqttwire/capture/loop_c.pyx reads and writes in place (mqttwire/capture/shared_slots.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import types
 
 import pytest
 
-from mqttwire.capture import records, shared_slots, tcp
+from mqttwire.capture import mqtt_streams, shared_slots, tcp
 
 CLASSES = {"TcpStream": tcp.TcpStream, "TcpConnection": tcp.TcpConnection,
-           "_Direction": records._Direction, "_Connection": records._Connection,
-           "Record": records.Record}
+           "_Direction": mqtt_streams._Direction, "_Connection": mqtt_streams._Connection,
+           "Record": mqtt_streams.Record}
 
 
 def test_every_shared_slot_is_a_slot_of_its_class() -> None:
@@ -25,40 +25,40 @@ def test_every_shared_slot_is_a_slot_of_its_class() -> None:
 
 
 def test_record_fields_are_in_the_shared_order() -> None:
-    assert tuple(f.name for f in dataclasses.fields(records.Record)) == (
+    assert tuple(f.name for f in dataclasses.fields(mqtt_streams.Record)) == (
         shared_slots.RECORD_FIELDS)
 
 
 @pytest.mark.c_extension
 def test_the_compiled_loop_uses_exactly_the_shared_slots() -> None:
-    from mqttwire.capture import _fast
+    from mqttwire.capture import loop_c
 
     declared = {(name, slot) for name, slots in shared_slots.SHARED.items() for slot in slots}
-    assert set(_fast.USED_SLOTS) == declared  # none unlisted, none listed but unused
+    assert set(loop_c.USED_SLOTS) == declared  # none unlisted, none listed but unused
 
 
 @pytest.mark.c_extension
 def test_a_slot_outside_the_contract_is_refused() -> None:
-    from mqttwire.capture import _fast
+    from mqttwire.capture import loop_c
 
-    assert _fast.slot_offset(tcp.TcpStream, "next") > 0
+    assert loop_c.slot_offset(tcp.TcpStream, "next") > 0
     # "src" is a slot of TcpStream that the compiled loop does not share.
     with pytest.raises(ImportError, match=r"TcpStream\.src is not a shared slot "
                                           r"\(mqttwire/capture/shared_slots\.py\)"):
-        _fast.slot_offset(tcp.TcpStream, "src")
+        loop_c.slot_offset(tcp.TcpStream, "src")
     with pytest.raises(ImportError, match=r"TcpStream\.nope is not a shared slot"):
-        _fast.slot_offset(tcp.TcpStream, "nope")
+        loop_c.slot_offset(tcp.TcpStream, "nope")
 
 
 @pytest.mark.c_extension
 def test_a_shared_name_that_is_not_a_slot_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mqttwire.capture import _fast
+    from mqttwire.capture import loop_c
 
     class Plain:
         __slots__ = ("x",)
         y = 1  # a class attribute, not a slot
 
     monkeypatch.setitem(shared_slots.SHARED, "Plain", ("x", "y"))
-    assert _fast.slot_offset(Plain, "x") > 0
+    assert loop_c.slot_offset(Plain, "x") > 0
     with pytest.raises(ImportError, match=r"Plain\.y is not a slot"):
-        _fast.slot_offset(Plain, "y")
+        loop_c.slot_offset(Plain, "y")

@@ -46,7 +46,7 @@ def client(broker: Broker, codec: ModuleType, version: int = 5) -> FakeClient:
 
 
 def props(codec: ModuleType, **kwargs: Any) -> Any:
-    from mqttwire._properties import Properties
+    from mqttwire._codec.properties import Properties
     return Properties(**kwargs)
 
 

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-import mqttwire.session._codec
+import mqttwire.session._codec_choice
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
@@ -21,7 +21,7 @@ def test_readme_session_example_runs(codec: ModuleType, monkeypatch: pytest.Monk
     blocks = re.findall(r"```python\n(.*?)```", section[1].split("\n## ", 1)[0], re.S)
     assert blocks, "README's session layer section has no python block"
     # codec=None picks mqttwire's implementation: make that the one under test.
-    monkeypatch.setattr(mqttwire.session._codec, "impl", codec)
+    monkeypatch.setattr(mqttwire.session._codec_choice, "impl", codec)
     namespace: dict[str, object] = {}
     exec(compile(blocks[0], str(README), "exec"), namespace)
     out = capsys.readouterr().out.splitlines()

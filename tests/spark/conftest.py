@@ -116,7 +116,7 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
         run_pipeline,
     )
     from mqttwire.spark.report import write_summary
-    from mqttwire.spark.session import make_session
+    from mqttwire.spark.startup import make_session
 
     try:
         find_java()

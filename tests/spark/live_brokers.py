@@ -168,7 +168,7 @@ def example_websocket(folder: Path) -> Iterator[int]:
 def live_spark() -> Iterator[Any]:
     """A local[1] Spark session with the mqtt source registered, stopped after."""
     from mqttwire.spark.live import register
-    from mqttwire.spark.session import make_session
+    from mqttwire.spark.startup import make_session
 
     session = make_session("local[1]")
     register(session)

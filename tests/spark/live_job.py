@@ -58,7 +58,7 @@ def kill_between_commits(out: str, checkpoint: str) -> None:
 def main() -> int:
     out, checkpoint, stopfile, *pairs = sys.argv[1:]
     from mqttwire.spark.live import register, use_filesystem_checkpoints
-    from mqttwire.spark.session import make_session
+    from mqttwire.spark.startup import make_session
 
     spark = make_session("local[2]")
     register(spark)

@@ -233,7 +233,7 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     CDS log off; and both after QUICK_JIT in the driver's options."""
     from mqttwire.spark import PipelineOptions
     from mqttwire.spark.pipeline import QUICK_JIT
-    from mqttwire.spark.session import ClassArchive
+    from mqttwire.spark.startup import ClassArchive
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     archive = ClassArchive(str(tmp_path / "cache"))

@@ -1,5 +1,5 @@
 """The tables' Arrow columns built both ways (mqttwire.spark.columns): the compiled buffers
-of mqttwire.spark._columns and the reference, ``pa.array`` over the list of values, must
+of mqttwire.spark.columns_c and the reference, ``pa.array`` over the list of values, must
 give equal arrays for every capture and every kind of value, including those the
 compiled side declines (then the reference builds the column, errors included)."""
 
@@ -38,13 +38,13 @@ def compiled(request: pytest.FixtureRequest) -> bool:
     """Whether the columns are built by the compiled module (which must be built: an
     ImportError fails the test) or the reference way."""
     if request.param:
-        importlib.import_module("mqttwire.spark._columns")
+        importlib.import_module("mqttwire.spark.columns_c")
     return bool(request.param)
 
 
 def test_the_compiled_module_is_used_where_built() -> None:
     try:
-        importlib.import_module("mqttwire.spark._columns")
+        importlib.import_module("mqttwire.spark.columns_c")
     except ImportError:
         assert not columns.COMPILED
     else:
@@ -70,7 +70,7 @@ def _assert_same_tables(data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.c_extension
 def test_every_scenario_capture_gives_the_same_batches(
         captures: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    importlib.import_module("mqttwire.spark._columns")
+    importlib.import_module("mqttwire.spark.columns_c")
     paths = [captures.a.path, captures.b.path, captures.c.path, *captures.mixed]
     for path in paths:
         _assert_same_tables(Path(path).read_bytes(), monkeypatch)
@@ -80,7 +80,7 @@ def test_every_scenario_capture_gives_the_same_batches(
 def test_a_generated_capture_gives_the_same_batches(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """make_capture.py's traffic (levels 4 and 5, QoS 0 and 1, many batches)."""
-    importlib.import_module("mqttwire.spark._columns")
+    importlib.import_module("mqttwire.spark.columns_c")
     path = generated_capture(tmp_path / "gen.pcap", 3_000_000)
     _assert_same_tables(path.read_bytes(), monkeypatch)
 
@@ -200,7 +200,7 @@ def test_list_columns_are_built_the_reference_way(compiled: bool) -> None:
 
 @pytest.mark.c_extension
 def test_bad_arguments() -> None:
-    module = importlib.import_module("mqttwire.spark._columns")
+    module = importlib.import_module("mqttwire.spark.columns_c")
     with pytest.raises(ValueError, match="one per object"):
         module.buffers([ROW], [[1, 2]], b"l", True)
     with pytest.raises(TypeError, match="takes dicts"):

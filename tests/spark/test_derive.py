@@ -3,7 +3,7 @@ synthetic capture A through the capture layer (with each codec), and from hand-m
 records for the edge cases of the QoS exchanges and the retained-message rules.
 
 Every test runs both ways: with the common records taken by the compiled path
-(mqttwire.spark._derive, which must be built: an ImportError fails the test) and by
+(mqttwire.spark.derive_c, which must be built: an ImportError fails the test) and by
 CaptureTables.add alone (the reference); test_derive_compiled.py compares the two on
 whole captures."""
 

@@ -1,4 +1,4 @@
-"""The compiled path of CaptureTables.add_many (mqttwire.spark._derive) against the
+"""The compiled path of CaptureTables.add_many (mqttwire.spark.derive_c) against the
 reference (CaptureTables.add, one record at a time): the same rows for whole captures,
 the records handed over in batches of several sizes, and the records it must leave to
 the reference left to it."""
@@ -25,7 +25,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample.pcapng"
 
 @pytest.fixture(autouse=True)
 def _built() -> None:
-    importlib.import_module("mqttwire.spark._derive")  # must be built here: else a failure
+    importlib.import_module("mqttwire.spark.derive_c")  # must be built here: else a failure
 
 
 def test_the_compiled_path_is_used_where_built() -> None:

@@ -1,5 +1,5 @@
 """``mqttwire pipeline --jvm-cache DIR``: the driver JVM's class archive
-(mqttwire.spark.session.ClassArchive), written by a first run and mapped by the next."""
+(mqttwire.spark.startup.ClassArchive), written by a first run and mapped by the next."""
 
 from __future__ import annotations
 
@@ -52,11 +52,11 @@ def test_first_run_writes_the_archive_and_the_next_maps_it(
     # Only an archive that a JVM starts with is kept: a truncated one crashes Java 17
     # (where one it cannot use is ignored), so ClassArchive.finish tries the archive that
     # the JVM wrote before it moves it into place.
-    from mqttwire.spark import session
-    from mqttwire.spark.session import ClassArchive, usable_archive
+    from mqttwire.spark import startup
+    from mqttwire.spark.startup import ClassArchive, usable_archive
 
     assert usable_archive(str(archive))
-    monkeypatch.setattr(session, "_end_jvm", lambda: None)  # no JVM of this process's
+    monkeypatch.setattr(startup, "_end_jvm", lambda: None)  # no JVM of this process's
     archive.rename(cache / "whole")
     cut = ClassArchive(str(cache))
     cut.java_option()  # asks for an archive, as a first run does

@@ -77,14 +77,14 @@ class _Failing:
      "for that interpreter on every executor, or set PYSPARK_PYTHON (spark-submit: --conf "
      "spark.pyspark.python=...) to one that has them: docs/cluster.md"),
     ("local[2]", f"start the session with PYSPARK_PYTHON={sys.executable} (this interpreter)"
-     " in the environment, or with mqttwire.spark.session.make_session(), which sets it for"
+     " in the environment, or with mqttwire.spark.startup.make_session(), which sets it for"
      " a local master"),
 ])
 def test_the_worker_check_names_the_fix_for_the_master(
         master: str, fix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cluster case without a cluster (its branch of the message): executors whose
     python lacks mqttwire, PYSPARK_PYTHON unset; the log level is put back."""
-    from mqttwire.spark.session import WorkerPythonError, check_python_workers
+    from mqttwire.spark.startup import WorkerPythonError, check_python_workers
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     sc = _Failing(master, "mqttwire")

@@ -241,7 +241,7 @@ def test_tasks_write_the_tables_that_spark_writes(local_run) -> None:
 
 def test_files_read_in_shares_give_the_same_tables(local_run) -> None:
     """Every capture read by two tasks, each keeping a share of the connections
-    (mqttwire.spark.shares): the tables, row for row, the totals and the summary of the
+    (mqttwire.spark.connection_shares): the tables, row for row, the totals and the summary of the
     whole-file run."""
     shares, whole = local_run.out["shares"], local_run.out["stream"]
     for table in TABLES:

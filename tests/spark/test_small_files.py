@@ -142,7 +142,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     "binaryfile" packed by Spark's binaryFile source.  Group "never": the copies' names
     are alike but for their numbers, so "auto" would look at them as a possible set."""
     from mqttwire.spark import PipelineOptions, run_pipeline
-    from mqttwire.spark.session import make_session
+    from mqttwire.spark.startup import make_session
 
     folder = _folder(tmp_path_factory.mktemp("small"))
     spark = make_session("local[2]")

@@ -25,7 +25,7 @@ import pytest
 from spark_scenarios import capture_a, capture_b, capture_mixed, comparable_rows, ring_buffer
 
 from mqttwire.capture import read_capture
-from mqttwire.capture.split import plan_ranges
+from mqttwire.capture.ranges import plan_ranges
 from mqttwire.spark.derive import CaptureTables
 
 # The split modules need pyarrow (the spark extra), so every test here is marked spark:
@@ -434,7 +434,7 @@ def test_a_ring_buffer_with_a_corrupt_file_is_read_whole(mixed: dict[str, bytes]
 def test_the_compiled_keys_make_the_same_rows(mixed: dict[str, bytes], fmt: str) -> None:
     """The range tasks take the common frames' connection keys from the compiled loop's
     parser where it is built: the same rows (and facts) as link.py's keys for all."""
-    from mqttwire.capture import _fast  # noqa: F401  # fails loudly where not built
+    from mqttwire.capture import loop_c  # noqa: F401  # fails loudly where not built
 
     raw = mixed[fmt]
     for index, (start, end) in enumerate(plan_ranges(len(raw), 1000)):

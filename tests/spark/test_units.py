@@ -12,7 +12,7 @@ from mqttwire.capture import Record
 from mqttwire.spark.inputs import CaptureFile, local_path, name_captures
 from mqttwire.spark.pipeline import BINARY_FILE_LIMIT, IMPORTS_AHEAD, _plan
 from mqttwire.spark.report import duration_text, markdown_table, rate_buckets
-from mqttwire.spark.session import is_on_this_host
+from mqttwire.spark.startup import is_on_this_host
 
 
 def test_local_path() -> None:

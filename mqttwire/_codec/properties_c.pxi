@@ -1,0 +1,322 @@
+# Included by _speedups.pyx (one extension module: these names are its own).
+#
+# MQTT 5.0 property blocks (§2.2.2) in C, the twin of _codec/properties.py: the checking scan of
+# a block at decode time, the block kept as one copy of its bytes, and the lazily built
+# Properties (_DecodedProperties) whose values are made on first access.  The packet
+# readers (_codec/decode_c.pxi), the packet classes (_codec/packets_c.pxi) and the
+# encoders (_codec/encode_c.pxi, which copy a checked block as it is) use it.
+
+# _PROP_NAMES[id]: the Properties attribute of property ``id`` (None: unknown).
+cdef list _PROP_NAMES = [None] * 128
+for _b, (_name, _kind, _allowed) in PROPERTY_TABLE.items():
+    _PROP_NAMES[_b] = _name
+# _PROP_NAME_PTR[id]: the same, borrowed (the list keeps them alive), for _fill_values.
+cdef PyObject* _PROP_NAME_PTR[128]
+for _b in range(128):
+    _PROP_NAME_PTR[_b] = <PyObject*>_PROP_NAMES[_b]
+cdef object _USER_PROPERTIES = "user_properties"
+cdef object _SUBSCRIPTION_IDS = "subscription_identifiers"
+
+
+cdef int _scan_properties(const unsigned char* p, Py_ssize_t i, Py_ssize_t stop,
+                          int ptype) except -1:
+    """Check the properties in p[i:stop] (MQTT 5.0 §2.2.2) as the shared decode_properties
+    does, building nothing: 1 when valid, 0 for anything unusual (an unknown or misplaced
+    identifier, a repeated one, a value out of range, a Response Topic with a wildcard,
+    Authentication Data without a Method), which the caller hands to the shared reader.
+    The values of a block it accepted are built later, by _fill_values, without these
+    checks."""
+    cdef Py_ssize_t value
+    cdef int pid, kind
+    cdef unsigned long long seen = 0, bit
+    cdef unsigned int allowed_bit = 1u << ptype
+    while i < stop:
+        pid = p[i]
+        if pid >= 0x80:
+            return 0
+        kind = _PROP_KIND[pid]
+        if kind < 0 or not _PROP_ALLOWED[pid] & allowed_bit:
+            return 0
+        # Every defined identifier is below 0x2B, so one 64-bit mask tracks repeats.  Only
+        # User Properties repeat, and Subscription Identifiers in PUBLISH (§3.3.2.3.8).
+        bit = 1ULL << pid
+        if seen & bit and pid != 0x26 and not (pid == 0x0B and ptype == 3):
+            return 0
+        seen |= bit
+        i += 1
+        if kind <= 3:  # BYTE, U16, U32, VARINT
+            if kind == 0:
+                if i >= stop:
+                    return 0
+                value = p[i]
+                i += 1
+            elif kind == 1:
+                if stop - i < 2:
+                    return 0
+                value = (p[i] << 8) | p[i + 1]
+                i += 2
+            elif kind == 2:
+                if stop - i < 4:
+                    return 0
+                value = ((<Py_ssize_t>p[i] << 24) | (p[i + 1] << 16) | (p[i + 2] << 8)
+                         | p[i + 3])
+                i += 4
+            elif not _read_varint(p, &i, stop, &value):
+                return 0
+            if (_PROP_FLAGS[pid] & 1 and value > 1) or (_PROP_FLAGS[pid] & 2 and value == 0):
+                return 0
+        elif kind == 4:  # UTF-8; a Response Topic is a topic name [MQTT-3.3.2-14]
+            if not _skip_str(p, &i, stop, 2 if pid == 0x08 else 0):
+                return 0
+        elif kind == 5:  # Binary Data
+            if stop - i < 2 or stop - i - 2 < ((p[i] << 8) | p[i + 1]):
+                return 0
+            i += 2 + ((p[i] << 8) | p[i + 1])
+        else:  # a User Property: a string pair
+            if not (_skip_str(p, &i, stop, 0) and _skip_str(p, &i, stop, 0)):
+                return 0
+    if seen & (1ULL << 0x16) and not seen & (1ULL << 0x15):
+        return 0  # Authentication Data without a Method (§3.1.2.11.10)
+    return 1
+
+
+cdef object _fast_block(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                        int ptype):
+    """The property block at *pos (MQTT 5.0 §2.2.2), checked as the shared
+    decode_properties checks it: None when empty, else a copy of the block's properties
+    (bytes, without the length prefix); *pos moves past the block.  _BAIL for anything
+    _scan_properties does not vouch for.
+
+    The copy is the only thing kept: never a view of the input, which may be a large
+    receive buffer that the packet must not keep alive."""
+    cdef Py_ssize_t i = pos[0], length, stop
+    if not _read_varint(p, &i, end, &length):
+        return _BAIL
+    if length == 0:
+        pos[0] = i
+        return None
+    stop = i + length
+    if stop > end:
+        return _BAIL
+    if not _scan_properties(p, i, stop, ptype):
+        return _BAIL
+    pos[0] = stop
+    return PyBytes_FromStringAndSize(<const char*>p + i, length)
+
+
+cdef object _raw_properties(bytes raw, int ptype):
+    """The Properties of a checked block from _fast_block: a _DecodedProperties, which
+    builds its values on first access."""
+    props = PyType_GenericNew(_DECODED, NULL, NULL)
+    slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
+    return props
+
+
+cdef object _built_properties(bytes raw, int ptype):
+    """The Properties of a checked block from _fast_block, its values built now: for the
+    packets that keep the bare block until ``properties`` is read (PUBLISH, CONNECT, Will),
+    whose reader is about to read a value.
+
+    Made as object.__new__ makes it, with its own array of attribute values (CPython's
+    shared-key instances), and filled attribute by attribute: no dict is made unless
+    something asks for ``__dict__``, and reading a value is the fast instance-attribute
+    read.  This measured 200 instructions fewer on a PUBLISH read than filling a dict
+    (benchmarks/peers.md, "Reading the properties")."""
+    props = _PROPERTIES.tp_new(<type><PyObject*>_PROPERTIES, <PyObject*>_NO_ARGS, NULL)
+    if _fill_values(props, None, raw):
+        # Lists are not copied (reading them is what the caller is about to do): the None
+        # tells wire_block to compare them with the block itself before reusing it.
+        slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype], None))
+    else:
+        slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
+    return props
+
+
+cdef inline object _ascii_or_utf8(const unsigned char* p, Py_ssize_t n):
+    """The str of n bytes of UTF-8 that _scan_properties accepted: copied into a compact
+    ASCII str when no byte has its high bit set (the common case), else decoded."""
+    cdef Py_ssize_t j
+    cdef unsigned char high = 0
+    for j in range(n):
+        high |= p[j]
+    if high & 0x80:
+        return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+    if n == 1:
+        return PyUnicode_FromOrdinal(p[0])  # CPython's cached one-character str
+    text = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(text), p, n)
+    return text
+
+
+cdef inline int _put_value(object props, dict d, object name, object value) except -1:
+    """Store a built value: as an attribute of ``props`` (bypassing Properties.__setattr__,
+    which would drop the block) when ``d`` is None, else in ``d``."""
+    if d is None:
+        return PyObject_GenericSetAttr(props, name, value)
+    d[name] = value
+    return 0
+
+
+cdef int _fill_values(object props, dict d, bytes block) except -1:
+    """Put the values of ``block``, a property block that _scan_properties accepted at
+    decode time, into ``props`` or the dict ``d`` (_put_value), in one pass, as
+    decode_properties stores them: each under its attribute name, User Properties as a
+    list of (name, value) pairs and Subscription Identifiers as a list of ints, both in
+    wire order.  1 when the block holds either list, else 0.
+
+    The block was checked when it was decoded, so this pass checks only what keeps it from
+    reading outside the block (a block is an immutable copy, but the _wire slot can be set
+    from Python).  What it raises (SystemError, or UnicodeDecodeError for bytes that are
+    not UTF-8) comes only from a block that no decode checked."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(block)
+    cdef Py_ssize_t i = 0, stop = PyBytes_GET_SIZE(block), n, m, value
+    cdef int pid, kind
+    cdef list pairs = None, ids = None
+    while i < stop:
+        pid = p[i]
+        i += 1
+        if pid >= 0x80 or _PROP_KIND[pid] < 0:
+            return _unchecked_block()
+        kind = _PROP_KIND[pid]
+        if kind == 4 or kind == 5:  # UTF-8 or Binary Data: a two-byte length
+            if stop - i < 2:
+                return _unchecked_block()
+            n = (p[i] << 8) | p[i + 1]
+            i += 2
+            if stop - i < n:
+                return _unchecked_block()
+            if kind == 4:
+                _put_value(props, d, <object>_PROP_NAME_PTR[pid], _ascii_or_utf8(p + i, n))
+            else:
+                _put_value(props, d, <object>_PROP_NAME_PTR[pid],
+                           PyBytes_FromStringAndSize(<const char*>p + i, n))
+            i += n
+        elif kind == 6:  # a User Property: two strings
+            if stop - i < 2:
+                return _unchecked_block()
+            n = (p[i] << 8) | p[i + 1]
+            if stop - i - 2 < n + 2:
+                return _unchecked_block()
+            m = (p[i + 2 + n] << 8) | p[i + 3 + n]
+            if stop - i - 4 - n < m:
+                return _unchecked_block()
+            pair = (_ascii_or_utf8(p + i + 2, n), _ascii_or_utf8(p + i + 4 + n, m))
+            i += 4 + n + m
+            if pairs is None:
+                pairs = [pair]
+                _put_value(props, d, _USER_PROPERTIES, pairs)
+            else:
+                pairs.append(pair)
+        else:  # BYTE, U16, U32, VARINT
+            if kind == 0:
+                if i >= stop:
+                    return _unchecked_block()
+                value = p[i]
+                i += 1
+            elif kind == 1:
+                if stop - i < 2:
+                    return _unchecked_block()
+                value = (p[i] << 8) | p[i + 1]
+                i += 2
+            elif kind == 2:
+                if stop - i < 4:
+                    return _unchecked_block()
+                value = ((<Py_ssize_t>p[i] << 24) | (p[i + 1] << 16) | (p[i + 2] << 8)
+                         | p[i + 3])
+                i += 4
+            else:  # a Subscription Identifier
+                if not _read_varint(p, &i, stop, &value):
+                    return _unchecked_block()
+                if ids is None:
+                    ids = [value]
+                    _put_value(props, d, _SUBSCRIPTION_IDS, ids)
+                else:
+                    ids.append(value)
+                continue
+            _put_value(props, d, <object>_PROP_NAME_PTR[pid], value)
+    return pairs is not None or ids is not None
+
+
+cdef int _unchecked_block() except -1:
+    # Only a block that no decode checked gets here (one set in the _wire slot by hand).
+    raise SystemError("mqttwire: a property block checked at decode time did not decode")
+
+
+cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
+                             int ptype):
+    """_fast_block's block as a _DecodedProperties (None when empty, _BAIL as there)."""
+    raw = _fast_block(p, pos, end, ptype)
+    if raw is None or raw is _BAIL:
+        return raw
+    return _raw_properties(raw, ptype)
+
+
+cdef int _materialize(object props) except -1:
+    """Build the values of a _DecodedProperties from its block and make it a plain
+    Properties (which it then is for good: every later read is an ordinary attribute
+    read).  The block stays for encoding and forwarding (_codec.properties.wire_block, which
+    checks the lists against it before reusing it)."""
+    cdef PyObject* wire
+    if <PyTypeObject*>Py_TYPE(props) is not _DECODED:
+        return 0
+    wire = slot_get(props, _WIRE_SLOT)
+    # The type changes first: a read of this object while the values are built (from a
+    # finalizer that an allocation runs, say) must not build them a second time.
+    _set_type(props, _PROPERTIES)
+    if wire == NULL or type(<object>wire) is not tuple:
+        return 0  # nothing to build (not made by _raw_properties)
+    block = (<tuple>wire)[0]
+    kind = (<tuple>wire)[1]  # both owned: building may run code that sets the slot
+    if type(block) is not bytes:
+        return _unchecked_block()
+    if _fill_values(props, PyObject_GenericGetDict(props, NULL), block):
+        # The lists are not copied: see _built_properties.
+        slot_put(props, _WIRE_SLOT, (block, kind, None))
+    return 0
+
+
+class _DecodedProperties(Properties):
+    """A Properties decoded from the wire whose values are not built yet.
+
+    It holds one copy of its property block, checked at decode time as the shared reader
+    checks it.  The first attribute read of any kind (a property, ``items()``, ``==``,
+    ``repr``, pickling, setting a property) builds every value, in C, and turns the object
+    into a plain ``Properties``; ``type()`` is the only thing that shows the difference
+    before that.  Encoding and forwarding copy the block without building the values."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name):
+        _materialize(self)
+        return PyObject_GenericGetAttr(self, name)
+
+
+cdef PyTypeObject* _DECODED = <PyTypeObject*>_DecodedProperties  # kept alive by the module
+# A _DecodedProperties becomes a Properties by a change of type (_set_type), which is sound
+# only while the two have the same layout (the subclass adds no slot).  Python's own check
+# of a __class__ assignment says whether they do, once, here.
+object.__setattr__(PyType_GenericNew(_DECODED, NULL, NULL), "__class__", Properties)
+
+
+cdef Py_ssize_t _slot_offset(str name) except -1:
+    """Where the Properties slot ``name`` sits in an instance, from its member descriptor
+    (the slots are declared in _codec.properties.Properties.__slots__)."""
+    cdef Py_ssize_t offset = object_slot_offset(Properties.__dict__.get(name), True)
+    if offset == -1:
+        raise ImportError(f"Properties.{name} is not a slot")
+    if offset == -2:
+        raise ImportError(f"Properties.{name} is not a writable object slot")
+    return offset
+
+
+cdef Py_ssize_t _WIRE_SLOT = _slot_offset("_wire")
+cdef tuple _PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
+cdef tuple _NO_ARGS = ()
+
+
+cdef inline void _set_type(object obj, PyTypeObject* cls) noexcept:
+    """obj.__class__ = cls, for classes of the same layout (checked at import)."""
+    cdef PyTypeObject* old = Py_TYPE(obj)
+    Py_INCREF(<object>cls)
+    Py_SET_TYPE(obj, cls)
+    Py_DECREF(<object>old)

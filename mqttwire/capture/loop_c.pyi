@@ -1,0 +1,49 @@
+"""Typing for the compiled capture loop (mqttwire/capture/loop_c.pyx)."""
+
+from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
+from typing import Any, BinaryIO
+
+from .mqtt_streams import MqttStreams, Record
+from .sets import FileChain
+
+CODEC: ModuleType
+"""The codec module this loop decodes with (mqttwire._speedups)."""
+
+class FastReader(Iterator[Record]):
+    """Iterate over the records of a capture, as ``_read_pure(f, handler)`` does (or of
+    the files of a set, as ``_read_pure_chain(chain, handler)`` does)."""
+
+    def __init__(self, f: BinaryIO | None, handler: MqttStreams,
+                 chain: FileChain | None = None) -> None: ...
+    def __iter__(self) -> FastReader: ...
+    def __next__(self) -> Record: ...
+
+USED_SLOTS: list[tuple[str, str]]
+"""(class name, slot) of every shared slot the loop uses (mqttwire/capture/shared_slots.py)."""
+
+def slot_offset(cls: type, name: str) -> int:
+    """The offset of a shared slot, checked as at import; ImportError if it is not one."""
+
+def flow_key(linktype: int, data: bytes | memoryview) -> bytes | None:
+    """The TCP connection key of a frame in the common case the loop parses (both
+    directions alike), or None: then link.py must say what the frame is."""
+
+class SectionPacker:
+    """The compiled loop of mqttwire.capture.sections.range_sections (the pure twin:
+    loop._sections_pure): a range's frames, fed as the file's bytes, gathered by
+    connection."""
+
+    count: int
+    last_parsed: int
+    next: int | None
+    done: bool
+
+    def __init__(self, ng: bool, big: bool, nanos: bool, linktype: int,
+                 interfaces: Sequence[Any], end: int, size: int, piece_bytes: int,
+                 other: Callable[[int, memoryview], bytes | None]) -> None: ...
+    @property
+    def last_ts(self) -> int | None: ...
+    def feed(self, data: bytes, base: int) -> int: ...
+    def sections(self, section: Callable[[list[int], bytearray], bytes]
+                 ) -> list[tuple[bytes, int, bytes, bytes]]: ...

@@ -1,0 +1,385 @@
+"""Starting Spark for the pipeline: the Java check, the environment, the session.
+
+Facts behind the settings (measured on the project's machines; docs/cluster.md):
+Python workers start whatever ``python3`` is on PATH unless PYSPARK_PYTHON names the
+interpreter that has mqttwire and pyarrow; and a host whose name resolves to 127.0.0.1
+makes Spark pick another interface's address unless the driver is pinned to loopback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+__all__ = ["ClassArchive", "JavaMissing", "MasterError", "WorkerPythonError",
+           "check_master", "check_python_workers", "default_master", "find_java",
+           "is_on_this_host", "make_context", "make_session", "under_spark_submit"]
+
+LOOPBACK = "127.0.0.1"
+
+
+class JavaMissing(RuntimeError):
+    """No Java runtime: Spark cannot start."""
+
+
+def find_java() -> str:
+    """The ``java`` that Spark will run: $JAVA_HOME/bin/java if JAVA_HOME is set, else
+    the first on PATH.  Raises :class:`JavaMissing` with what to do when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home, "bin", "java")
+        if java.is_file() and os.access(java, os.X_OK):
+            return str(java)
+        raise JavaMissing(
+            f"JAVA_HOME is {home!r}, but {java} is not an executable: point JAVA_HOME at "
+            "a Java 17 or 21 runtime (Spark 4 needs one), or unset it to use `java` from PATH")
+    found = shutil.which("java")
+    if found is None:
+        raise JavaMissing(
+            "Java was not found (no JAVA_HOME, no `java` on PATH): Spark 4 needs a Java 17 "
+            "or 21 runtime, e.g. `apt-get install openjdk-17-jre-headless` on Debian 12, "
+            "or set JAVA_HOME")
+    return found
+
+
+def under_spark_submit() -> bool:
+    """Whether this process was started by spark-submit (which starts the JVM first and
+    tells pyspark its gateway port), so that spark-submit's --master and --conf apply."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def default_master() -> str | None:
+    """The master when none is asked for: spark-submit's (None: leave it to Spark),
+    else ``local[*]``."""
+    return None if under_spark_submit() else "local[*]"
+
+
+def is_on_this_host(master: str | None) -> bool:
+    """Whether ``master`` runs its executors on this machine: ``local[...]`` or a
+    standalone master on a loopback address (None, spark-submit's: not known here)."""
+    if master is None:
+        return False
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+class MasterError(ValueError):
+    """A Spark master URL that cannot work, found before Spark starts (:func:`check_master`)."""
+
+
+#: The master URLs Spark takes (Spark's "Master URLs" in its submitting-applications
+#: guide): local, local[N], local[*], local[N,F], local[*,F], local-cluster[N,C,M],
+#: spark://HOST:PORT[,HOST:PORT...], yarn, k8s://...
+_LOCAL = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]")
+
+
+def check_master(master: str | None, timeout: float = 3.0) -> None:
+    """Raise :class:`MasterError`, in one line, for a master URL Spark could not use: one
+    of no form Spark knows, or a standalone master (spark://) where nothing answers on
+    any of its host:port pairs within ``timeout`` seconds.  Spark itself would take a
+    minute of retries and some hundred lines of traces to say the same.  None (spark-
+    submit's master) and the forms this cannot check (yarn, k8s://) pass."""
+    if master is None or _LOCAL.fullmatch(master) or master == "yarn" \
+            or master.startswith("k8s://"):
+        return
+    if not master.startswith("spark://"):
+        raise MasterError(f"{master}: not a Spark master URL (local[N], spark://HOST:PORT, "
+                          "yarn or k8s://...)")
+    problems = []
+    for pair in master[len("spark://"):].split(","):
+        host, _, port = pair.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise MasterError(f"{master}: not a Spark master URL ({pair!r} is not "
+                              "HOST:PORT)")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout):
+                return  # something listens: Spark says the rest if it is no master
+        except OSError as exc:
+            problems.append(f"{pair}: {exc.strerror or exc}")
+    raise MasterError(f"{master}: no Spark master answers ({'; '.join(problems)})")
+
+
+def make_session(master: str | None = "local[*]", *, app_name: str = "mqttwire-pipeline",
+                 conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession for the pipeline; ``master`` None takes spark-submit's (or Spark's
+    configured) master.
+
+    Sets PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON to this interpreter unless already set.
+    When ``master`` runs on this host, Spark is kept on loopback and the executors import
+    mqttwire from where this process does (so an uninstalled checkout works too); on a
+    real cluster the executors need mqttwire and pyarrow themselves (docs/cluster.md).
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in _settings(master, conf).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def make_context(master: str | None = "local[*]", *, app_name: str = "mqttwire-pipeline",
+                 conf: dict[str, str] | None = None) -> SparkContext:
+    """The SparkContext of :func:`make_session`, without its SQL session: what the
+    pipeline starts when its tasks write the tables, as no SQL runs then, and a session
+    takes about 1.2 s more to make on a fresh JVM (benchmarks/capture.md).  Settings as
+    :func:`make_session`'s; a session made later (``SparkSession.builder.getOrCreate()``)
+    runs on this context and takes its ``spark.sql.*`` settings."""
+    from pyspark import SparkConf, SparkContext
+
+    spark_conf = SparkConf().setAppName(app_name).setAll(list(_settings(master, conf).items()))
+    if master is not None:
+        spark_conf.setMaster(master)
+    sc = SparkContext.getOrCreate(spark_conf)
+    sc.setLogLevel("WARN")
+    return sc
+
+
+def _settings(master: str | None, conf: dict[str, str] | None) -> dict[str, str]:
+    """The settings of a context or session for ``master``, ``conf`` over them; sets the
+    environment they need (see :func:`make_session`)."""
+    find_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = {
+        "spark.sql.session.timeZone": "UTC",
+        # mapInArrow's input batches: one row per batch (a file's path, binaryFile's whole
+        # content of a file, or one staged batch of the pipeline), so a task holds one at
+        # a time.  Output batches are ours.
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
+        "spark.ui.showConsoleProgress": "false",
+        # The pipeline persists its staged batches on disk (see pipeline.py), through
+        # Java serialisation, whose stream keeps every object written until it is reset:
+        # by default every 100 objects, here 100 cached batches of up to 4 MB each.
+        # Resetting after each one keeps a task's heap bounded by one batch.
+        "spark.serializer.objectStreamReset": "1",
+        # The packets table is partitioned by capture, and a task holds one capture: let
+        # each task write its rows as they come through an open writer per capture,
+        # instead of sorting them all by capture first (measured: 13% to 25% of the
+        # table's write time).  A task with more captures than this would sort again.
+        "spark.sql.optimizer.plannedWrite.enabled": "false",
+        "spark.sql.maxConcurrentOutputFileWriters": "4",
+    }
+    local = is_on_this_host(master)
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        settings["spark.driver.host"] = LOOPBACK
+        settings["spark.driver.bindAddress"] = LOOPBACK
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = os.environ.get("PYTHONPATH", "")
+        if package_root not in path.split(os.pathsep):
+            path = package_root + (os.pathsep + path if path else "")
+            os.environ["PYTHONPATH"] = path
+        settings["spark.executorEnv.PYTHONPATH"] = path
+        settings["spark.executorEnv.PYSPARK_PYTHON"] = os.environ["PYSPARK_PYTHON"]
+    settings.update(conf or {})
+    return settings
+
+
+class WorkerPythonError(RuntimeError):
+    """The Python that Spark's workers run cannot import mqttwire or pyarrow (or does not
+    run): found before a query starts (:func:`check_python_workers`)."""
+
+
+def _probe(_: object) -> str:
+    """Run in a Spark Python worker: import what the live source's tasks import.  (This
+    function is pickled by reference: the worker imports mqttwire to unpickle it.)"""
+    import pyarrow  # type: ignore[import-untyped]  # noqa: F401  # the tasks' batches
+
+    import mqttwire.spark.live  # noqa: F401  # the tasks' partitions
+
+    return sys.executable
+
+
+#: The applications whose workers were checked (one job per SparkContext).
+_checked_apps: set[str] = set()
+
+
+def check_python_workers(spark: SparkSession) -> None:
+    """Raise :class:`WorkerPythonError`, naming the fix, when Spark's Python workers
+    cannot import mqttwire and pyarrow: one task, run once per SparkContext, imports
+    them.  Spark starts its Python workers with PYSPARK_PYTHON (``python3`` from PATH
+    when unset), not with the driver's interpreter: from a virtualenv that is not
+    activated, or on a cluster whose executors lack mqttwire, every task would fail with
+    ``ModuleNotFoundError``, and a streaming query only at its first batch.  A Spark
+    Connect session (no SparkContext here) is not checked."""
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: PySparkNotImplementedError; nothing to run on
+        return
+    key = sc.applicationId
+    if key in _checked_apps:
+        return
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # no stubs
+    from pyspark.errors import PythonException
+
+    python = sc.pythonExec
+    # A failing probe is expected to fail: Spark would log it as errors with Java and
+    # Python traces before this says it in one line.
+    level = _log_level(sc)
+    sc.setLogLevel("OFF")
+    try:
+        sc.parallelize([0], 1).map(_probe).collect()
+    except (Py4JJavaError, PythonException) as exc:
+        text = str(exc)
+        missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
+        if missing:
+            why = f"cannot import {missing.group(1)}"
+        elif "Cannot run program" in text or "No such file" in text:
+            why = "cannot be started"
+        else:
+            raise
+        local = is_on_this_host(sc.master)
+        fix = (f"start the session with PYSPARK_PYTHON={sys.executable} (this interpreter) "
+               "in the environment, or with mqttwire.spark.startup.make_session(), which "
+               "sets it for a local master" if local else
+               "install mqttwire and pyarrow (pip install 'mqttwire[spark]') for that "
+               "interpreter on every executor, or set PYSPARK_PYTHON (spark-submit: "
+               "--conf spark.pyspark.python=...) to one that has them: docs/cluster.md")
+        raise WorkerPythonError(
+            f"Spark's Python workers run {python!r} (PYSPARK_PYTHON"
+            f"{'' if 'PYSPARK_PYTHON' in os.environ else ' unset: python3 from PATH'}), "
+            f"which {why}: {fix}") from None
+    finally:
+        sc.setLogLevel(level)
+    _checked_apps.add(key)
+
+
+def _log_level(sc: SparkContext) -> str:
+    """The driver's log level now (log4j's root logger), to set it back."""
+    try:
+        jvm = sc._jvm
+        assert jvm is not None
+        return str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel())
+    except Exception:  # another logging backend: the level make_session sets
+        return "WARN"
+
+
+class ClassArchive:
+    """A class-data-sharing archive of the classes that the driver's JVM loads (the JDK's
+    dynamic CDS archive, JEP 350): the classes parsed and verified once, mapped into
+    later JVMs instead of loaded again from Spark's jars.  On the project's machine the
+    session started in 1.8 s instead of 3.2 s and the first job took 1.3 s instead of
+    2.1 s (benchmarks/capture.md).
+
+    One archive per pyspark version and Java runtime, named for both, in ``directory``.
+    When there is none, the JVM writes one as it exits (about 150 MB; the run takes
+    seconds longer): :meth:`java_option` asks for that, and :meth:`finish`, once the
+    session is stopped, ends the JVM, waits for it and moves the archive into place
+    (written under a name of this process's, so that runs at once never read or write a
+    half-written archive; kept only if a JVM starts with it: :func:`usable_archive`).  A
+    JVM that cannot map an archive (another class path, say) runs without it.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, f"spark-{_runtime_key()}.jsa")
+        self.writing: str | None = None  # the archive the JVM is asked to write at exit
+
+    def __repr__(self) -> str:
+        return f"ClassArchive({self.path!r}, {'writing' if self.writing else 'reading'})"
+
+    def java_option(self) -> str:
+        """The JVM option that maps the archive, or that writes it at exit."""
+        # Without its log, the JVM names every class it leaves out of an archive (signed
+        # jars, old class files: hundreds of lines) and warns when it cannot map one.
+        quiet = "-Xlog:cds*=off"
+        if os.path.isfile(self.path):
+            return f"{_quoted('-XX:SharedArchiveFile=' + self.path)} {quiet}"
+        os.makedirs(self.directory, exist_ok=True)
+        self.writing = f"{self.path}.{os.getpid()}.part"
+        return f"{_quoted('-XX:ArchiveClassesAtExit=' + self.writing)} {quiet}"
+
+    def finish(self) -> bool:
+        """After the session's stop: when the JVM was asked to write the archive, end it
+        (pyspark starts another if a session is made again), wait, and move the archive
+        into place.  Whether an archive was written."""
+        if self.writing is None:
+            return False
+        _end_jvm()
+        written = os.path.isfile(self.writing) and usable_archive(self.writing)
+        if written:
+            os.replace(self.writing, self.path)
+        elif os.path.exists(self.writing):
+            os.remove(self.writing)
+        self.writing = None
+        return written
+
+
+def _quoted(option: str) -> str:
+    """A JVM option as one word of spark.driver.extraJavaOptions, which Spark splits as a
+    shell does (a path with a space in it is quoted)."""
+    if not any(c.isspace() or c in "'\"\\" for c in option):
+        return option
+    return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def usable_archive(path: str) -> bool:
+    """Whether a JVM starts with the class archive ``path``.  Java 17 crashes on a
+    truncated archive (a disk that filled up as it was written, say) where it ignores
+    one it cannot use, so an archive is tried once before it is kept."""
+    # A crashing JVM writes hs_err_pid*.log into its working directory (and may dump
+    # core): a directory of its own, removed after, and no core.
+    with tempfile.TemporaryDirectory(prefix="mqttwire-jvm-") as scratch:
+        try:
+            done = subprocess.run([find_java(), f"-XX:SharedArchiveFile={path}",
+                                   "-Xlog:cds*=off", "-XX:-CreateCoredumpOnCrash", "-version"],
+                                  capture_output=True, timeout=60, check=False, cwd=scratch)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return done.returncode == 0
+
+
+def _runtime_key() -> str:
+    """What an archive belongs to: pyspark's version (its jars) and the Java runtime (its
+    path, size and time)."""
+    import pyspark
+
+    java = os.path.realpath(find_java())
+    stat = os.stat(java)
+    text = f"{pyspark.__version__}|{java}|{stat.st_size}|{stat.st_mtime_ns}"
+    return f"{pyspark.__version__}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def jvm_running() -> bool:
+    """Whether this process already has a JVM (pyspark's gateway, or spark-submit's)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None or under_spark_submit()
+
+
+def _end_jvm() -> None:
+    """End the JVM that pyspark started for this process (its session stopped), and wait
+    for it: the JVM exits when its standard input closes (PythonGatewayServer)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    process = getattr(gateway, "proc", None)  # None when spark-submit started the JVM
+    if process is None:
+        return
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    gateway.close()
+    if process.stdin is not None:
+        process.stdin.close()
+    process.wait(timeout=120)
