@@ -8,6 +8,9 @@ and the pure-Python twin ``mqttwire._pure`` otherwise, or when the environment v
 
 from __future__ import annotations
 
+import sys as _sys
+
+from ._codec import properties as _properties
 from ._codec.properties import Properties
 from ._constants import (
     MQTT5,
@@ -25,6 +28,11 @@ from ._errors import (
     ProtocolError,
 )
 from ._implementation import IMPLEMENTATION, impl
+
+# Pickles of Properties made before it moved into _codec/ name this package's module
+# "_properties": they still load.  (Pickles made now name mqttwire.Properties: see its
+# __module__.)
+_sys.modules.setdefault(__name__ + "._properties", _properties)
 
 Auth = impl.Auth
 ConnAck = impl.ConnAck

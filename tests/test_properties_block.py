@@ -113,6 +113,14 @@ def test_a_pickle_from_before_the_block_loads() -> None:
     assert pickle.loads(old) == Properties(content_type="t")
 
 
+def test_a_pickle_names_the_public_class() -> None:
+    """A pickle names mqttwire.Properties, not the file that defines it, so moving that
+    file does not break pickles."""
+    for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+        data = pickle.dumps(Properties(content_type="t"), proto)
+        assert b"mqttwire" in data and b"_codec" not in data and b"_properties" not in data
+
+
 def test_the_block_is_one_copy_of_the_property_bytes(codec: ModuleType) -> None:
     props = codec.decode(SHUFFLED, version=5).properties
     block = _wire(props)

@@ -179,6 +179,10 @@ class Properties:
     __slots__ = ("__dict__", "__weakref__", "_wire")
     _wire: tuple[Any, ...] | None
 
+    # Pickled (and shown by type()) under its public name, so that a pickle does not
+    # depend on which file defines the class.
+    __module__ = "mqttwire"
+
     # Each property reads as None unless the instance sets it.
     payload_format_indicator: int | None = None
     message_expiry_interval: int | None = None
