@@ -6,16 +6,16 @@ same names, signatures and behaviour: the test suite runs every behavioural test
 This twin is the typed reference; its docstrings are the documentation of both.
 
 This module is the twin's public face: it re-exports the code, which lives by concern in
-``_codec.packets`` (the packet classes), ``_codec.encode`` (PreparedPublish, encode()),
-``_codec.decode`` (the hot decoders, decode(), decode_from()) and ``_codec.stream``
-(StreamDecoder), the same split as the Cython twin's include files
-(``_speedups_*.pxi``).  The hot path (fixed header, Remaining Length, PUBLISH, the four
+``_codec/``: ``packets`` (the packet classes), ``encode`` (PreparedPublish, encode()),
+``decode`` (the hot decoders, decode(), decode_from()) and ``stream`` (StreamDecoder),
+each the twin of the Cython include file of the same name with ``_c.pxi`` (``decode`` and
+``decode_c.pxi``).  The hot path (fixed header, Remaining Length, PUBLISH, the four
 acknowledgements, the stream framing loop) lives there and, in C, in ``_speedups``.  The
-other packet types are decoded and encoded by the shared ``_codec.reference`` module.  The twins do
-not import each other: the code both run is in shared modules (``_codec.publish``: the PUBLISH
-and acknowledgement encoders; ``_codec.forwarding``: PreparedPublish's; ``_codec.framing``: the fixed
-header; ``_codec.fields``: equality and repr), which ``_speedups`` hands what its C code does
-not vouch for, so that both raise the same errors.
+other packet types are decoded and encoded by the shared ``_codec/reference.py``.  The
+twins do not import each other: the code both run is in shared modules (``publish``: the
+PUBLISH and acknowledgement encoders; ``forwarding``: PreparedPublish's; ``framing``: the
+fixed header; ``fields``: equality and repr), which ``_speedups`` hands what its C code
+does not vouch for, so that both raise the same errors.
 """
 
 from __future__ import annotations
@@ -66,11 +66,11 @@ __all__ = [
     "validate_topic_name",
 ]
 
-# The classes and functions defined in the _pure_* modules are this module's API, and say
+# The classes and functions defined in _codec's modules are this module's API, and say
 # so: ``Publish.__module__`` stays "mqttwire._pure", as it was before the split, so reprs of
-# the classes, pickling (which finds a class by module and name) and _codec.datatypes.same_kind (which
-# recognises the twins' packets by module) see one module per twin.  The topic functions
-# keep their own module, _topics, as before.
+# the classes, pickling (which finds a class by module and name) and
+# _codec.datatypes.same_kind (which recognises the twins' packets by module) see one module
+# per twin.  The topic functions keep their own module, _topics, as before.
 for _obj in (
     Auth, ConnAck, Connect, Disconnect, PingReq, PingResp, PubAck, PubComp, Publish, PubRec,
     PubRel, SubAck, Subscribe, Subscription, UnsubAck, Unsubscribe, Will, StreamDecoder,

@@ -19,13 +19,10 @@ import mqttwire
 
 PACKAGE = pathlib.Path(mqttwire.__file__).resolve().parent
 TYPED = [
-    "mqttwire/__init__.py", "mqttwire/_implementation.py", "mqttwire/_pure.py", "mqttwire/_codec/datatypes.py",
-    "mqttwire/_codec/properties.py", "mqttwire/_codec/reference.py", "mqttwire/_constants.py",
-    "mqttwire/_errors.py", "mqttwire/_topics.py", "mqttwire/_speedups.pyi",
-    "mqttwire/_topics_c.pyi", "mqttwire/capture", "mqttwire/session", "mqttwire/_codec/publish.py",
-    "mqttwire/_codec/forwarding.py", "mqttwire/_codec/framing.py", "mqttwire/_topic_rules.py",
-    "mqttwire/_codec/fields.py", "mqttwire/_codec/packets.py", "mqttwire/_codec/encode.py",
-    "mqttwire/_codec/decode.py", "mqttwire/_codec/stream.py", "mqttwire/_codec/docstrings.py",
+    "mqttwire/__init__.py", "mqttwire/_implementation.py", "mqttwire/_pure.py",
+    "mqttwire/_constants.py", "mqttwire/_errors.py", "mqttwire/_topics.py",
+    "mqttwire/_speedups.pyi", "mqttwire/_topics_c.pyi", "mqttwire/_topic_rules.py",
+    "mqttwire/_codec", "mqttwire/capture", "mqttwire/session",
 ]
 
 

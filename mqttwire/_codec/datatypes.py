@@ -1,9 +1,9 @@
 """Pure-Python readers and writers for the MQTT data representations (MQTT 5.0 §1.5).
 
-Shared by ``_pure`` (its whole codec), ``_codec.properties``, ``_codec.reference``, ``_codec.publish``,
-``_codec.framing`` and ``_codec.forwarding`` (used by both implementations).  The Cython twin has C
-versions of the hot readers in ``_codec/datatypes_c.pxi``; the error builders at the bottom
-are used by both, so the messages are the same.
+Shared by ``_pure`` (its whole codec) and the rest of ``_codec`` (``properties``,
+``reference``, ``publish``, ``framing``, ``forwarding``: used by both implementations).
+The Cython twin has C versions of the hot readers in ``datatypes_c.pxi``; the error
+builders at the bottom are used by both, so the messages are the same.
 
 Readers take ``(data, pos, end)``: ``data`` is ``bytes`` or a one-byte-per-item
 ``memoryview`` (see :func:`as_buffer`), ``end`` is where the enclosing packet or block ends.

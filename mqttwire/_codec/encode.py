@@ -3,8 +3,8 @@
 
 Twin of ``_codec/encode_c.pxi``.  Where that file writes valid packets in C, this one
 has nothing of its own to write: each packet class's ``encode()`` (``_codec.packets``)
-and ``PreparedPublish`` call the shared reference encoders (``_codec.publish``, ``_codec.reference``,
-``_codec.forwarding``), which the Cython twin also falls back to, so both raise the same errors.
+and ``PreparedPublish`` call the shared reference encoders (``publish``, ``reference``,
+``forwarding``), which the Cython twin also falls back to, so both raise the same errors.
 """
 
 from __future__ import annotations

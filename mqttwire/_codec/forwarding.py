@@ -7,8 +7,9 @@ them.  ``_pure.PreparedPublish`` is built on both.  ``_speedups.PreparedPublish`
 and writes well-typed, valid input in C and hands anything else here, so the two accept
 the same input and raise the same errors.
 
-A module of its own, above ``_codec.properties`` and ``_codec.datatypes``: it needs both, and ``_codec.properties``
-needs ``_codec.datatypes``, so it cannot live in ``_codec.datatypes`` without an import cycle.
+A module of its own, above ``properties`` and ``datatypes``: it needs both, and
+``properties`` needs ``datatypes``, so it cannot live in ``datatypes`` without an import
+cycle.
 """
 
 from __future__ import annotations
