@@ -11,7 +11,7 @@ within the range.
 
 Two loops do it with identical results (tests/capture/test_capture_sections.py): the
 pure one (``_sections_pure`` in :mod:`.loop`, over read_range's frames) and the compiled
-one (``SectionPacker`` in :mod:`._fast`, over the file's bytes, with the parser of the
+one (``SectionPacker`` in :mod:`.loop_c`, over the file's bytes, with the parser of the
 compiled capture loop).  The compiled loop takes classic pcap records and plain
 Enhanced Packet Blocks; at anything else (another block, a record it cannot place, a
 time before 1970, a truncated file) the range is read again by the pure loop, which
