@@ -24,8 +24,8 @@ bounds-checked, whatever the directives).
 This file holds the imports and the public names; the code is in the include files named
 at the bottom (tables, data types, property blocks, packet classes, encoding, decoding,
 StreamDecoder), one concern each, as ``_pure`` re-exports ``_codec.packets``, ``_codec.encode``, ``_codec.decode`` and
-``_codec.stream``.  The C API declarations are in ``_cdefs.pxd``, shared with
-``_topics_c.pyx`` and ``capture/loop_c.pyx``.
+``_codec.stream``.  What those files share is declared in ``_speedups.pxd``; the C API
+declarations are in ``_cdefs.pxd``, shared with ``_topics_c.pyx`` and ``capture/loop_c.pyx``.
 """
 
 cimport cython
@@ -148,9 +148,9 @@ __all__ = [
 # The module's code, by concern.  `include` pastes each file in here, so they compile into
 # this one extension: a call from one file to another stays a direct C call (a split into
 # separate extension modules would turn them into calls through Python or a capsule).  Each
-# file uses only names of the files before it and of _cdefs.pxd, with one exception that
-# is the nature of a method: the packet classes' encode() methods call the encoders of
-# _codec/encode_c.pxi (as _codec.packets' call _codec.publish's).
+# file uses only the names it defines, the names imported above and the names declared in
+# _speedups.pxd (which Cython reads before this file): the C tables, the cdef functions one
+# file calls in another, the packet classes' C fields.  tests/test_includes.py enforces it.
 include "_codec/tables_c.pxi"  # C tables from the shared Python ones; version, int helpers
 include "_codec/datatypes_c.pxi"  # the spec's data types read in C (twin of _codec.datatypes's readers)
 include "_codec/properties_c.pxi"  # property blocks, lazily built Properties (_codec.properties)

@@ -1,4 +1,5 @@
-# Included by _speedups.pyx (one extension module: these names are its own).
+# Included by _speedups.pyx (one extension module); the names other files use are declared
+# in _speedups.pxd.
 #
 # The spec's data types read in C (MQTT 5.0 §1.5): the Variable Byte Integer inside a
 # packet body, the UTF-8 Encoded String and Binary Data; what the property-block reader
@@ -13,7 +14,7 @@
 # (a multi-byte property identifier, say, which the reference then refuses by name).  So
 # the errors cannot differ between the twins, and the C code holds no error text.
 
-cdef object _BAIL = object()
+_BAIL = object()
 
 
 cdef inline bint _read_varint(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,

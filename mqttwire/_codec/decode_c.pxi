@@ -1,9 +1,11 @@
-# Included by _speedups.pyx (one extension module: these names are its own).
+# Included by _speedups.pyx (one extension module); the names other files use are declared
+# in _speedups.pxd.
 #
 # Decoding in C: PUBLISH and the acknowledgements, CONNECT, SUBSCRIBE, SUBACK, UNSUBSCRIBE
 # and UNSUBACK (their property blocks read by _codec/properties_c.pxi, their strings by
-# _codec/datatypes_c.pxi), the fixed header, decode() and decode_from().  The twin of _codec/decode.py.  _codec/stream_c.pxi reuses _header,
-# _decode_body and _Input.
+# _codec/datatypes_c.pxi), the fixed header, decode() and decode_from().  The twin of
+# _codec/decode.py.  _codec/stream_c.pxi reuses _header, _decode_body and _Input, which
+# _speedups.pxd declares.
 
 # ---------------------------------------------------------------------------------------
 # Decoding.  Functions take (p, pos, end): p points at the start of the input, the packet
@@ -146,11 +148,12 @@ cdef object _decode_ack(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
 # _SUBACK_OK[v - 3][c]: SUBACK code c is defined at level v; _UNSUBACK_OK[c]: MQTT 5.0.
 cdef bint _SUBACK_OK[3][256]
 cdef bint _UNSUBACK_OK[256]
-for _b in range(256):
-    _SUBACK_OK[0][_b] = _b in V3_SUBACK_CODES[3]
-    _SUBACK_OK[1][_b] = _b in V3_SUBACK_CODES[4]
-    _SUBACK_OK[2][_b] = _b in REASON_CODES[PacketType.SUBACK]
-    _UNSUBACK_OK[_b] = _b in REASON_CODES[PacketType.UNSUBACK]
+cdef int _code
+for _code in range(256):
+    _SUBACK_OK[0][_code] = _code in V3_SUBACK_CODES[3]
+    _SUBACK_OK[1][_code] = _code in V3_SUBACK_CODES[4]
+    _SUBACK_OK[2][_code] = _code in REASON_CODES[PacketType.SUBACK]
+    _UNSUBACK_OK[_code] = _code in REASON_CODES[PacketType.UNSUBACK]
 
 
 cdef inline int _packet_id(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
@@ -423,11 +426,8 @@ cdef class _Input:
     a PyBUF_SIMPLE export held until release() (which also keeps a bytearray from being
     resized meanwhile).  A non-contiguous memoryview is copied once, as _pure does."""
 
-    cdef Py_buffer view
-    cdef bint has_view
-    cdef object keep
-    cdef const unsigned char* p
-    cdef Py_ssize_t n
+    # Its C fields and the signatures of open() and release() are in _speedups.pxd
+    # (StreamDecoder uses them).
 
     cdef int open(self, object data) except -1:
         if type(data) is bytes:

@@ -1,7 +1,9 @@
-# Included by _speedups.pyx (one extension module: these names are its own).
+# Included by _speedups.pyx (one extension module); the names other files use are declared
+# in _speedups.pxd.
 #
-# The packet classes, twins of _codec/packets.py.  Their encode() methods call the C
-# encoders of _codec/encode_c.pxi directly (an include file shares the module's C scope).
+# The packet classes, twins of _codec/packets.py.  Each class's C fields (its struct) are
+# declared in _speedups.pxd, which the decoders and encoders use; its methods are here.
+# Their encode() methods call the C encoders of _codec/encode_c.pxi, declared there too.
 
 # ---------------------------------------------------------------------------------------
 # Packet classes: twins of _pure's.  cdef classes, so that decoding fills C-level slots
@@ -25,10 +27,6 @@ cdef class _PacketBase:
 @cython.freelist(8)
 cdef class Will:
     """The will message of a CONNECT (MQTT 5.0 §3.1.2.5, §3.1.3.2-3.1.3.4)."""
-
-    cdef public object topic, payload, qos, retain
-    cdef object _properties
-    cdef bytes _raw  # the Will Properties block of a decoded CONNECT, until read
 
     def __init__(self, topic, payload=b"", *, qos=0, retain=False, properties=None):
         self.topic = topic
@@ -72,10 +70,6 @@ cdef class Connect(_PacketBase):
     ``protocol_version``: "MQIsdp" for level 3, "MQTT" otherwise.  The packet carries its
     own level, so ``encode()`` ignores its ``version`` argument and ``decode()`` needs none."""
 
-    cdef public object client_id, protocol_version, clean_start, keep_alive, username
-    cdef public object password, will
-    cdef object _properties
-    cdef bytes _raw  # the property block of a decoded CONNECT, until read
     packet_type = PacketType.CONNECT
 
     def __init__(self, client_id, *, protocol_version=5, clean_start=True, keep_alive=60,
@@ -127,7 +121,6 @@ cdef class ConnAck(_PacketBase):
     """CONNACK (MQTT 3.1.1 §3.2, MQTT 5.0 §3.2).  At levels 3 and 4, ``reason_code`` is the
     connect return code (0-5)."""
 
-    cdef public object session_present, reason_code, properties
     packet_type = PacketType.CONNACK
 
     def __init__(self, *, session_present=False, reason_code=0, properties=None):
@@ -155,9 +148,6 @@ cdef class Publish:
     """PUBLISH (MQTT 3.1.1 §3.3, MQTT 5.0 §3.3).  ``packet_id`` is present exactly when
     ``qos`` > 0.  A v5 PUBLISH that uses a Topic Alias may have an empty ``topic``."""
 
-    cdef public object topic, payload, qos, retain, dup, packet_id
-    cdef object _properties
-    cdef bytes _raw  # the property block of a decoded PUBLISH, until read
     packet_type = PacketType.PUBLISH
 
     def __init__(self, topic, payload=b"", *, qos=0, retain=False, dup=False,
@@ -210,8 +200,6 @@ cdef class Publish:
 cdef class _Ack:
     """PUBACK, PUBREC, PUBREL and PUBCOMP: a packet identifier, and from MQTT 5.0 on a
     reason code and properties (MQTT 5.0 §3.4-§3.7)."""
-
-    cdef public object packet_id, reason_code, properties
 
     def __init__(self, packet_id, *, reason_code=0, properties=None):
         self.packet_id = packet_id
@@ -269,8 +257,6 @@ cdef class Subscription:
     """One topic filter of a SUBSCRIBE with its options (MQTT 5.0 §3.8.3.1); before MQTT 5.0
     only ``qos`` exists."""
 
-    cdef public object topic_filter, qos, no_local, retain_as_published, retain_handling
-
     def __init__(self, topic_filter, *, qos=0, no_local=False, retain_as_published=False,
                  retain_handling=0):
         self.topic_filter = topic_filter
@@ -290,7 +276,6 @@ cdef class Subscription:
 cdef class Subscribe(_PacketBase):
     """SUBSCRIBE (MQTT 5.0 §3.8): a packet identifier and one or more Subscriptions."""
 
-    cdef public object packet_id, subscriptions, properties
     packet_type = PacketType.SUBSCRIBE
 
     def __init__(self, packet_id, subscriptions, *, properties=None):
@@ -312,7 +297,6 @@ cdef class Subscribe(_PacketBase):
 cdef class SubAck(_PacketBase):
     """SUBACK (MQTT 5.0 §3.9): one reason code (before 5.0: return code) per topic filter."""
 
-    cdef public object packet_id, reason_codes, properties
     packet_type = PacketType.SUBACK
 
     def __init__(self, packet_id, reason_codes, *, properties=None):
@@ -334,7 +318,6 @@ cdef class SubAck(_PacketBase):
 cdef class Unsubscribe(_PacketBase):
     """UNSUBSCRIBE (MQTT 5.0 §3.10): a packet identifier and one or more topic filters."""
 
-    cdef public object packet_id, topic_filters, properties
     packet_type = PacketType.UNSUBSCRIBE
 
     def __init__(self, packet_id, topic_filters, *, properties=None):
@@ -356,7 +339,6 @@ cdef class Unsubscribe(_PacketBase):
 cdef class UnsubAck(_PacketBase):
     """UNSUBACK (MQTT 5.0 §3.11): reason codes exist only in MQTT 5.0."""
 
-    cdef public object packet_id, reason_codes, properties
     packet_type = PacketType.UNSUBACK
 
     def __init__(self, packet_id, reason_codes=(), *, properties=None):
@@ -412,7 +394,6 @@ cdef class PingResp(_PacketBase):
 cdef class Disconnect(_PacketBase):
     """DISCONNECT (MQTT 5.0 §3.14); before MQTT 5.0 it carries nothing."""
 
-    cdef public object reason_code, properties
     packet_type = PacketType.DISCONNECT
 
     def __init__(self, *, reason_code=0, properties=None):
@@ -433,7 +414,6 @@ cdef class Disconnect(_PacketBase):
 cdef class Auth(_PacketBase):
     """AUTH (MQTT 5.0 §3.15), for extended authentication; MQTT 5.0 only."""
 
-    cdef public object reason_code, properties
     packet_type = PacketType.AUTH
 
     def __init__(self, *, reason_code=0, properties=None):
@@ -543,7 +523,7 @@ _fields_as_members()
 
 
 # The classes the shared cold decoders build packets with.
-cdef object _NS = types.SimpleNamespace(
+_NS = types.SimpleNamespace(
     Connect=Connect, Will=Will, ConnAck=ConnAck, Subscribe=Subscribe,
     Subscription=Subscription, SubAck=SubAck, Unsubscribe=Unsubscribe, UnsubAck=UnsubAck,
     Disconnect=Disconnect, Auth=Auth,

@@ -1,4 +1,5 @@
-# Included by _speedups.pyx (one extension module: these names are its own).
+# Included by _speedups.pyx (one extension module); the names other files use are declared
+# in _speedups.pxd.
 #
 # MQTT 5.0 property blocks (§2.2.2) in C, the twin of _codec/properties.py: the checking scan of
 # a block at decode time, the block kept as one copy of its bytes, and the lazily built
@@ -8,14 +9,15 @@
 
 # _PROP_NAMES[id]: the Properties attribute of property ``id`` (None: unknown).
 cdef list _PROP_NAMES = [None] * 128
-for _b, (_name, _kind, _allowed) in PROPERTY_TABLE.items():
-    _PROP_NAMES[_b] = _name
+cdef int _pid
+for _pid, _entry in PROPERTY_TABLE.items():
+    _PROP_NAMES[_pid] = _entry[0]
 # _PROP_NAME_PTR[id]: the same, borrowed (the list keeps them alive), for _fill_values.
 cdef PyObject* _PROP_NAME_PTR[128]
-for _b in range(128):
-    _PROP_NAME_PTR[_b] = <PyObject*>_PROP_NAMES[_b]
-cdef object _USER_PROPERTIES = "user_properties"
-cdef object _SUBSCRIPTION_IDS = "subscription_identifiers"
+for _pid in range(128):
+    _PROP_NAME_PTR[_pid] = <PyObject*>_PROP_NAMES[_pid]
+_USER_PROPERTIES = "user_properties"
+_SUBSCRIPTION_IDS = "subscription_identifiers"
 
 
 cdef int _scan_properties(const unsigned char* p, Py_ssize_t i, Py_ssize_t stop,
@@ -291,7 +293,7 @@ class _DecodedProperties(Properties):
         return PyObject_GenericGetAttr(self, name)
 
 
-cdef PyTypeObject* _DECODED = <PyTypeObject*>_DecodedProperties  # kept alive by the module
+_DECODED = <PyTypeObject*>_DecodedProperties  # kept alive by the module
 # A _DecodedProperties becomes a Properties by a change of type (_set_type), which is sound
 # only while the two have the same layout (the subclass adds no slot).  Python's own check
 # of a __class__ assignment says whether they do, once, here.
@@ -309,8 +311,8 @@ cdef Py_ssize_t _slot_offset(str name) except -1:
     return offset
 
 
-cdef Py_ssize_t _WIRE_SLOT = _slot_offset("_wire")
-cdef tuple _PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
+_WIRE_SLOT = _slot_offset("_wire")
+_PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
 cdef tuple _NO_ARGS = ()
 
 

@@ -1,4 +1,5 @@
-# Included by _speedups.pyx (one extension module: these names are its own).
+# Included by _speedups.pyx (one extension module); the names other files use are declared
+# in _speedups.pxd.
 #
 # The C tables the hot paths index, each filled at import from the shared Python table
 # that defines the rule (_codec.datatypes.first_byte_error, _constants.REASON_CODES, the property table
@@ -6,16 +7,9 @@
 # int range check, the protocol-version check, the offset shift of a shared decoder's
 # error.
 
-# _BAD_FIRST[v - 3][b]: no packet at level v may start with byte b.  Filled from the shared
+# _BAD_FIRST (declared with the other tables in _speedups.pxd) is filled from the shared
 # first_byte_error() so the rule lives in one place; the error itself is worded there too.
-cdef bint _BAD_FIRST[3][256]
-# _ACK_CODE_OK[t - 4][c]: reason code c is defined for acknowledgement type t (MQTT 5.0).
-cdef bint _ACK_CODE_OK[4][256]
-
-# _TOPIC_CLASS[b]: 1 for U+0000, 2 for '+' or '#', 4 for a byte >= 0x80 (non-ASCII), else 0;
-# one OR per topic byte tells which (rare) checks a topic name needs.
-cdef unsigned char _TOPIC_CLASS[256]
-
+# _TOPIC_CLASS: one OR per topic byte tells which (rare) checks a topic name needs.
 cdef int _v, _b, _t
 for _b in range(256):
     _TOPIC_CLASS[_b] = 1 if _b == 0 else 2 if _b in (0x2B, 0x23) else 4 if _b >= 0x80 else 0
@@ -26,12 +20,8 @@ for _t in range(4):
     for _b in range(256):
         _ACK_CODE_OK[_t][_b] = _b in REASON_CODES[_t + 4]
 
-# The property table of _codec.properties, as C arrays for the encoder's fast path:
-# _PROP_KIND[id] (-1 unknown), _PROP_ALLOWED[id] (bit t: allowed in packet type t; bit 16:
-# Will Properties), _PROP_FLAGS[id] (1: only 0 or 1; 2: not 0).
-cdef int _PROP_KIND[128]
-cdef unsigned int _PROP_ALLOWED[128]
-cdef unsigned char _PROP_FLAGS[128]
+# The property table of _codec.properties, as C arrays for the encoder's fast path and the
+# block scan (_PROP_KIND, _PROP_ALLOWED, _PROP_FLAGS: see _speedups.pxd).
 for _b in range(128):
     _PROP_KIND[_b] = -1
     _PROP_ALLOWED[_b] = 0
@@ -42,14 +32,14 @@ for _b, (_name, _kind, _allowed) in PROPERTY_TABLE.items():
         _PROP_ALLOWED[_b] |= 1u << _t
     _PROP_FLAGS[_b] = (1 if _b in BOOLEAN_PROPERTIES else 0) | (
         2 if _b in NONZERO_PROPERTIES else 0)
-cdef dict _PROPERTY_IDS = PROPERTY_NAMES
+_PROPERTY_IDS = PROPERTY_NAMES
 
 # Cached Python objects used on the hot path.
-cdef PyTypeObject* _PROPERTIES = <PyTypeObject*>Properties  # kept alive by the import
-cdef object _PUBLISH = "PUBLISH"
-cdef tuple _ACK_NAMES = ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP")
-cdef object _REFERENCE_DECODERS = reference.DECODERS
-cdef object _TOPIC_NAME = "topic name"
+_PROPERTIES = <PyTypeObject*>Properties  # kept alive by the import
+_PUBLISH = "PUBLISH"
+_ACK_NAMES = ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP")
+_REFERENCE_DECODERS = reference.DECODERS
+_TOPIC_NAME = "topic name"
 
 
 cdef inline long long _uint(object value, long long top) noexcept:
