@@ -1,4 +1,5 @@
-# Included by _speedups.pyx (one extension module: these names are its own).
+# Included by _speedups.pyx (one extension module); the names other files use are declared
+# in _speedups.pxd.
 #
 # Encoding in C: the output buffer (_Out), length-prefixed fields, property blocks,
 # CONNECT, SUBSCRIBE, PUBLISH and the four acknowledgements, PreparedPublish and encode().

@@ -1,4 +1,5 @@
-# Included by _speedups.pyx (one extension module: these names are its own).
+# Included by _speedups.pyx (one extension module); it uses other files' names through
+# _speedups.pxd only.
 #
 # StreamDecoder: the framing loop over the fixed header and body decoders of
 # _codec/decode_c.pxi.  The twin of _codec/stream.py.  Its class docstring is
