@@ -32,7 +32,8 @@ PYX = ROOT / "mqttwire" / "_speedups.pyx"
 PXD = ROOT / "mqttwire" / "_speedups.pxd"
 
 # The source tree, not an installed wheel (which ships no .pyx/.pxi/.pxd): the pure pass
-# runs outside the tree and deselects c_extension tests.
+# deselects c_extension tests, and a wheel's test run, outside the tree, does not collect
+# this module (tests/conftest.py).
 pytestmark = pytest.mark.c_extension
 
 _TOKEN = re.compile(
