@@ -12,7 +12,7 @@
 # module are the same direct C calls as without it, in the same generated C.  The one cost
 # is the compiler's: an exported function's address escapes, so GCC no longer specialises
 # it for its callers' constant arguments (a decode runs 3 to 7 instructions more, an
-# encode none: benchmarks/README.md, "Refactor: the include files' shared names").
+# encode none: benchmarks/history/codec.md, "Refactor: the include files' shared names").
 
 from cpython.object cimport PyTypeObject
 
