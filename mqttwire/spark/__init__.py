@@ -14,7 +14,7 @@ DataFrames, unwritten, for further work in Spark.  The modules, in the order dat
 - :mod:`.parquet`: the tables' Parquet files written by the tasks themselves, and
   their commit on the driver;
 - :mod:`.schema`: the declared table schemas;
-- :mod:`.pipeline`: the Spark job; :mod:`.session`: starting Spark;
+- :mod:`.pipeline`: the Spark job; :mod:`.startup`: starting Spark;
 - :mod:`.report`: the summary and its chart.
 
 Importing this package does not import pyspark; :func:`run_pipeline` does.

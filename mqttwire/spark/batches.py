@@ -156,7 +156,7 @@ def decode_capture(f: BinaryIO | FileChain, name: str, *, ports: Iterable[int] =
     A corrupt file ends with a "capture_error" row (see
     :func:`~mqttwire.capture.read_capture`); ``stats``, if given, is updated (also when
     decoding stops with an exception).  ``share``: only the records of that share of
-    the connections, and ``retain_events`` instead of ``retained`` (:mod:`.shares`).
+    the connections, and ``retain_events`` instead of ``retained`` (:mod:`.connection_shares`).
     """
     # A share's task ignores the other shares' connections as they open (not decoded),
     # and the records of no connection are the first share's.
@@ -197,7 +197,7 @@ def retain_event_batches(tables: ShareTables) -> Iterator[Batch]:
 #: default: 700).  The decoding makes millions of short-lived objects that hold no cycles
 #: (records, rows, packets), and tens of thousands live at once (a batch's worth); with
 #: the default, the collector scans them every 700 allocations: decode_capture over
-#: make_capture.py's 200 MB took 13.7 s of CPU so, 10.3 s with this (benchmarks/capture.md).
+#: make_capture.py's 200 MB took 13.7 s of CPU so, 10.3 s with this (benchmarks/history/capture.md).
 #: The collector still runs, less often.
 GC_THRESHOLD = 100_000
 

@@ -5,7 +5,7 @@
 :mod:`mqttwire.spark.derive`).  The reference way is one Python list of values per
 column, converted by ``pa.array``; where the compiled :mod:`mqttwire.spark.columns_c` is
 built, it writes the Arrow buffers of the common column types straight from the objects
-instead (several times faster: benchmarks/capture.md), and every column it declines is
+instead (several times faster: benchmarks/history/capture.md), and every column it declines is
 built the reference way.  Both give equal arrays (tests/spark/test_columns.py).
 
 Times arrive as integer nanoseconds since the epoch; a ``timestamp[us]`` column (Spark's

@@ -2,7 +2,7 @@
 and keeps the connections of its share.
 
 Most of a decoding task's time goes into what comes after the reading (the derived
-tables' rows, the Arrow columns, the Parquet files: benchmarks/capture.md), and that
+tables' rows, the Arrow columns, the Parquet files: benchmarks/history/capture.md), and that
 work is per connection.  So when the tasks write the tables themselves
 (:mod:`.parquet`), a file of at least ``share_size`` bytes (the pipeline's option,
 32 MiB by default) is read by ``count`` tasks
@@ -22,7 +22,7 @@ the driver keeps the latest of those per capture and topic (:func:`merge_retaine
 
 Unlike the split path (:mod:`.split`), nothing crosses Spark's shuffle; but reading the
 file and finding each segment's connection are repeated in every task
-(benchmarks/capture.md).  A capture of one busy connection does not spread.
+(benchmarks/history/capture.md).  A capture of one busy connection does not spread.
 """
 
 from __future__ import annotations

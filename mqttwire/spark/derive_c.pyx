@@ -4,7 +4,7 @@ this module is used.
 
 Most records of a capture are PUBLISH and PUBACK packets of connections that are already
 open, and for each the reference reads a dozen attributes and updates a few dicts: the
-derived tables were the largest step of a decoding task (benchmarks/capture.md).
+derived tables were the largest step of a decoding task (benchmarks/history/capture.md).
 :meth:`Deriver.add_many` takes such a record itself: it reads the record's fields and the
 connection's state at their slot offsets (as the member descriptors do, without the
 attribute look-up) and makes or completes the messages row with the dict C API, exactly

@@ -8,7 +8,7 @@ captures, whole and split):
 
 Why two: on make_capture.py's 200 MB capture the summary took 4.3 s with the Spark jobs,
 most of it the JVM's first Parquet reads (class loading and compiling), and 0.7 s with
-Arrow, in runs of 15 to 18 s in all (benchmarks/capture.md).  Both stream the rows and
+Arrow, in runs of 15 to 18 s in all (benchmarks/history/capture.md).  Both stream the rows and
 keep only aggregates (a group per topic, per QoS and status, per latency value) and the
 first rows of two lists; neither gathers the tables.
 

@@ -8,7 +8,7 @@ pyarrow (:class:`PartFiles`), under a directory of its own in
 moves the files that the successful tasks reported into the tables' directories
 (:func:`commit`); files of failed or duplicate task attempts are never reported and go
 with ``_temporary``.  The batches never cross into the JVM, so nothing is staged,
-persisted, read back or converted again (benchmarks/capture.md has the figures).
+persisted, read back or converted again (benchmarks/history/capture.md has the figures).
 
 The layout is Spark's: ``OUT/<table>/part-*.parquet``, ``packets`` partitioned by
 capture into ``capture=<name>`` directories, the name escaped as Spark escapes partition
@@ -78,7 +78,7 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     ids, payloads) have nearly as many values as rows, so trying a dictionary first costs
     CPU for nothing: a share of the 200 MB benchmark capture wrote in 1.04-1.06 s of CPU
     this way against 1.30-1.50 s with dictionaries everywhere, 3% larger
-    (benchmarks/capture.md)."""
+    (benchmarks/history/capture.md)."""
     return [f.name for f in schema if pa.types.is_string(f.type)
             or pa.types.is_large_string(f.type)]
 
@@ -197,7 +197,7 @@ class PartFiles:
 def merge_events(root: str, written: Iterable[tuple[str, str, int]]
                  ) -> list[tuple[str, str, int]]:
     """``written`` with the ``retain_events`` files of tasks that read shares of a file
-    (.shares) replaced by the one retained file chosen from them (written under
+    (.connection_shares) replaced by the one retained file chosen from them (written under
     ``root`` as a task's file would be)."""
     rows: list[tuple[str, str, int]] = [(table, rel, n) for table, rel, n in written]
     events = [rel for table, rel, _ in rows if table == "retain_events"]

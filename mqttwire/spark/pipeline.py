@@ -29,14 +29,14 @@ How it runs:
    but file names coming back, the SQL plan and the JVM's Arrow conversions only cost
    time (about 2 s on a fresh JVM).  Then a file of at least
    ``share_size`` bytes is read by several tasks, each keeping a share of its connections
-   (:mod:`.shares`), and the driver chooses the retained rows from theirs.  Otherwise (an
+   (:mod:`.connection_shares`), and the driver chooses the retained rows from theirs.  Otherwise (an
    ``hdfs:``/``s3a:`` output, or ``writer="spark"``) the task returns each
    batch *staged*: packed as one row (table name, the batch as a compressed Arrow IPC
    stream, :func:`~.batches.stage`); Spark persists these rows on disk only, and writes
    each table from them, its batches unpacked by a ``mapInArrow``
    (:func:`~.batches.unstage`).  The first way moves no row through the JVM: on the
    200 MB benchmark capture it saves the staging, persisting, unstaging and Spark's
-   Parquet writer (benchmarks/capture.md).
+   Parquet writer (benchmarks/history/capture.md).
 4. A summary is printed and written to summary.md with a chart (:mod:`.report`), computed
    from the tables as written (Parquet reads only the columns each figure needs).
 
@@ -47,7 +47,7 @@ build its columnar cache of the whole partition in the heap, with every struct v
 serialised row by row: the heap needed grew with the size of the largest file (a 200 MB
 capture ran out of a 1 GiB heap), and building the cache cost more than the decoding.
 A staged row is one batch of at most 8192 rows, a few hundred kB: Spark streams them to
-disk and back one by one (see the serialiser setting in :mod:`.session`), so a task's
+disk and back one by one (see the serialiser setting in :mod:`.startup`), so a task's
 memory is bounded whatever the file's size, and the cache costs little to build.
 
 :func:`read_tables` is steps 1 to 3 without the writes: the five tables as lazily
@@ -100,9 +100,10 @@ ArrowMap = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
 #: (:func:`_stage_all`) or write them itself (:meth:`.parquet.PartFiles.write`).
 Output = Callable[[Iterable["Batch"]], Iterator["pa.RecordBatch"]]
 
-#: The default ``share_size`` (.shares): smaller files are read by one task each.  A share
-#: pays only where the decoding is long next to a task's start and a second reading of
-#: the file; measured on a 200 MB capture only (benchmarks/capture.md), so a judgement.
+#: The default ``share_size`` (.connection_shares): smaller files are read by one task
+#: each.  A share pays only where the decoding is long next to a task's start and a second
+#: reading of the file; measured on a 200 MB capture only (benchmarks/history/capture.md),
+#: so a judgement.
 SHARE_SIZE = 32 << 20
 
 #: The driver JVM's just-in-time compiler stopped at its first tier (C1) when the tasks
@@ -110,14 +111,15 @@ SHARE_SIZE = 32 << 20
 #: (the summary's figures are Arrow's there: .figures), work too short for the
 #: optimising compiler (C2) to pay back the CPU it takes from the tasks on the same
 #: cores.  On make_capture.py's 200 MB, the
-#: whole run took 8 to 12 s less CPU so (benchmarks/capture.md); where the JVM does the
+#: whole run took 8 to 12 s less CPU so (benchmarks/history/capture.md); where the JVM does the
 #: heavy lifting (a split file's shuffle, Spark's Parquet writer) C1 measured slower, so
 #: those runs keep the JVM's default.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 #: The split size (.split) when none is given and the master is a cluster's (not local):
 #: Hadoop's block size and Spark's ``maxPartitionBytes``.  On a local master a file is
-#: not split unless asked: shares (.shares) cost less there (benchmarks/capture.md).
+#: not split unless asked: shares (.connection_shares) cost less there
+#: (benchmarks/history/capture.md).
 CLUSTER_SPLIT_SIZE = 128 << 20
 
 #: binaryFile refuses files over 2 GiB (and Arrow's binary columns end there too).
@@ -139,14 +141,14 @@ class PipelineOptions:
     #: on a master that is not local, else never (:meth:`split_for`)
     split_size: int | str | None = None
     #: bytes; a file at least this large is read by several tasks, each keeping a share
-    #: of its connections, when the tasks write the tables (.shares); None: never
+    #: of its connections, when the tasks write the tables (.connection_shares); None: never
     share_size: int | None = SHARE_SIZE
     writer: str = "auto"  # tasks, spark, auto (see _write_directly)
     progress_interval: float = 5.0
     summary_dir: str | None = None  # default: OUT when local, else the current directory
     driver_memory: str | None = None  # spark.driver.memory, e.g. "2g"; None: Spark's
     executor_memory: str | None = None  # spark.executor.memory; None: Spark's
-    #: a directory for the driver JVM's class archive (.session.ClassArchive); None: none
+    #: a directory for the driver JVM's class archive (.startup.ClassArchive); None: none
     jvm_cache: str | None = None
     #: which input files are pieces of one capture: auto, never, one (.sets)
     group: str = "auto"
@@ -447,7 +449,7 @@ def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reade
 def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
              ) -> list[Listed]:
     """The streaming reader's tasks, a row each: every file, or every share of a file of
-    at least ``share_size`` bytes (.shares), largest first so that one big file does not
+    at least ``share_size`` bytes (.connection_shares), largest first so that one big file does not
     start last."""
     from .connection_shares import share_count
     from .sets import SetFile
@@ -481,7 +483,7 @@ def _packable(f: CaptureFile, share_size: int | None, cores: int) -> bool:
     """Whether ``f`` may share a task with other files: a plain file read whole by one
     task, or an input that cannot be read (its task only makes its error row).  A set
     (.sets), a gzip file (its size says little of its decoding) and a file read in
-    shares (.shares) stay units of their own."""
+    shares (.connection_shares) stay units of their own."""
     from .connection_shares import share_count
     from .sets import SetFile
 
@@ -653,7 +655,7 @@ def _check_reading(reader: str, split_size: int | None, share_size: int | None,
 class _Spark:
     """The run's Spark: its context, and a SQL session made when a step first asks for
     one.  A run whose tasks read local files and write the tables runs no SQL, and on a
-    fresh JVM a session takes about 1.2 s to make (benchmarks/capture.md)."""
+    fresh JVM a session takes about 1.2 s to make (benchmarks/history/capture.md)."""
 
     def __init__(self, context: SparkContext, session: SparkSession | None = None) -> None:
         self.context = context
@@ -695,7 +697,7 @@ class _Plan:
     whole: list[CaptureFile]
     #: The files read in byte ranges (the range reads done and checked), or None.
     split: SplitRead | None
-    #: Files at least this large are read in shares when the tasks write (.shares).
+    #: Files at least this large are read in shares when the tasks write (.connection_shares).
     share_size: int | None = None
     #: The files of the input folders (and globs) that are not captures, not read.
     skipped: list[Skipped] = field(default_factory=list)
@@ -742,11 +744,11 @@ class _Plan:
 
     def written(self, spark: _Spark, out: Output) -> list[tuple[Any, ...]]:
         """Run the tasks of the files read whole, each writing its own files (``out``:
-        :meth:`.parquet.PartFiles.write`), large files in shares (.shares); their
+        :meth:`.parquet.PartFiles.write`), large files in shares (.connection_shares); their
         :data:`~.parquet.WRITTEN` rows.  The streaming reader's tasks are a plain RDD
         job: their input is a short list and their output a row per file, so a SQL
         plan and Arrow conversions in the JVM would do nothing useful, and on a fresh
-        JVM they cost about 2 s (benchmarks/capture.md); nor do they need a SQL session."""
+        JVM they cost about 2 s (benchmarks/history/capture.md); nor do they need a SQL session."""
         from .parquet import WRITTEN
 
         stream, binary = _plan(self.whole, self.reader)

@@ -4,7 +4,7 @@ a split: :mod:`mqttwire.capture.sets`) planned as one unit of work.
 The driver groups the listed files (:func:`group_inputs`, reading the frame times of the
 files whose names make them candidates); a set becomes one :class:`SetFile` in the plan,
 read by one task (or, at the share size, by several tasks that each read all of it and
-keep a share of its connections: :mod:`.shares`), its files in order, as one capture; or,
+keep a share of its connections: :mod:`.connection_shares`), its files in order, as one capture; or,
 when the set is larger than the split size, by the split path (:mod:`.split`), each of
 its files read in byte ranges of its own and every file's rows of a connection decoded
 together.  Only files that the tasks open by path can be grouped (the binaryFile reader

@@ -13,7 +13,7 @@ A capture larger than the split size (``read_tables``' ``split_size``) is read l
    is cut at :data:`PIECE_BYTES`.  Plus one row of facts about the range, with each
    connection key's first frame there.  What crosses the JVM is a few rows of large
    byte strings, not a row per frame: on the 200 MB benchmark capture (16 connections,
-   9 ranges), 153 rows instead of 1.17 million (benchmarks/capture.md).
+   9 ranges), 153 rows instead of 1.17 million (benchmarks/history/capture.md).
 2. **The shuffle** (Spark's, as an RDD: the rows are few, and the JVM only moves their
    bytes) brings each connection's rows into one partition by a hash of the capture and
    connection key (:func:`partition_of`, the same in every Python process), sorted by
@@ -42,10 +42,10 @@ A capture larger than the split size (``read_tables``' ``split_size``) is read l
    Staged for Spark's writer instead (:meth:`SplitRead.staged`), the frames that opened
    the connections are found first by a job of their own (:func:`openings_task`: the
    reader and reassembler over the rows, each connection ignored as it opens, as a
-   share's task ignores the other shares' connections, :mod:`.shares`).  The retained
+   share's task ignores the other shares' connections, :mod:`.connection_shares`).  The retained
    messages: each task returns its latest retained PUBLISH per topic with its
    :data:`~mqttwire.spark.derive.RetainOrder` (table ``retain_events``, as a share
-   does: :mod:`.shares`), and the latest per topic over the tasks is kept.
+   does: :mod:`.connection_shares`), and the latest per topic over the tasks is kept.
 
 The tables are the same as a whole-file read's (tests/spark/test_split.py compares them
 table by table, with both codecs), with one limit: the reassembler forgets the oldest
@@ -301,7 +301,7 @@ def openings_of(capture: str, rows: Iterable[Row], how: Decoding,
     """Step 3: the places (range, number within it) of the frames that opened the TCP
     connections of ``rows`` (some connections' rows of ``capture``, each connection's in
     order).  The connections are followed as :func:`decode_rows` follows them, but
-    ignored as they open, as a share's task ignores the other shares' (.shares): their
+    ignored as they open, as a share's task ignores the other shares' (.connection_shares): their
     ends are still tracked, so the frames that open them are the same, and none of
     their bytes is decoded."""
     openings: list[int] = []

@@ -140,7 +140,7 @@ def make_context(master: str | None = "local[*]", *, app_name: str = "mqttwire-p
                  conf: dict[str, str] | None = None) -> SparkContext:
     """The SparkContext of :func:`make_session`, without its SQL session: what the
     pipeline starts when its tasks write the tables, as no SQL runs then, and a session
-    takes about 1.2 s more to make on a fresh JVM (benchmarks/capture.md).  Settings as
+    takes about 1.2 s more to make on a fresh JVM (benchmarks/history/capture.md).  Settings as
     :func:`make_session`'s; a session made later (``SparkSession.builder.getOrCreate()``)
     runs on this context and takes its ``spark.sql.*`` settings."""
     from pyspark import SparkConf, SparkContext
@@ -278,7 +278,7 @@ class ClassArchive:
     dynamic CDS archive, JEP 350): the classes parsed and verified once, mapped into
     later JVMs instead of loaded again from Spark's jars.  On the project's machine the
     session started in 1.8 s instead of 3.2 s and the first job took 1.3 s instead of
-    2.1 s (benchmarks/capture.md).
+    2.1 s (benchmarks/history/capture.md).
 
     One archive per pyspark version and Java runtime, named for both, in ``directory``.
     When there is none, the JVM writes one as it exits (about 150 MB; the run takes
