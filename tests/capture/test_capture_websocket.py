@@ -9,7 +9,6 @@ import contextlib
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -23,9 +22,10 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from capture_helpers import Sent, conversation, encode_all, frames_for, read, write
+from local_servers import free_port, stop, wait_for_log
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
-from test_capture_live import maker  # the live tests' tcpdump and free_port
+from test_capture_live import maker  # the live tests' tcpdump
 
 import mqttwire
 from mqttwire.capture import Record, read_capture
@@ -601,62 +601,44 @@ TOPIC_FILTER = "ws/#"
 BROKERS = {"amqtt": 4, "example": 5}  # the broker, and the level its clients speak
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the broker exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the broker did not listen on port {port}")
-
-
-def _wait_line(path: Path, line: bytes, proc: subprocess.Popen[bytes],
-               timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if line in path.read_bytes():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"the broker exited with {proc.returncode}: "
-                                 f"{path.read_bytes()[-2000:]!r}")
-        time.sleep(0.1)
-    raise AssertionError(f"the broker did not say {line!r} within {timeout:g} s")
-
-
 @contextlib.contextmanager
-def ws_broker(name: str, port: int, workdir: Path) -> Iterator[None]:
-    """A broker with a WebSocket listener on 127.0.0.1:port, anonymous clients allowed:
-    amqtt, or examples/broker.py behind ws_broker.py."""
-    if name == "amqtt":
-        conf = workdir / "amqtt.yaml"
-        conf.write_text(
-            f"listeners:\n  default:\n    type: ws\n    bind: 127.0.0.1:{port}\n"
-            "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
-            "    allow_anonymous: true\n")
-        cmd = [sys.executable, "-c", "from amqtt.scripts.broker_script import main; main()",
-               "-c", str(conf)]
-    else:
-        cmd = [sys.executable, str(Path(__file__).with_name("ws_broker.py")), str(port)]
+def ws_broker(name: str, workdir: Path) -> Iterator[int]:
+    """A broker with a WebSocket listener on a free port of 127.0.0.1, anonymous clients
+    allowed: amqtt, or examples/broker.py behind ws_broker.py.  Yields the port.
+
+    Ready when its log says it listens, not when the port answers: the free port may be
+    taken meanwhile by another test's server, which would answer; amqtt then logs that
+    its start failed and lives on, serving nothing.  So three tries, on new ports."""
     # The broker imports the mqttwire that this test imported, not another installed one.
     path = os.pathsep.join(filter(None, [str(Path(mqttwire.__file__).parents[1]),
                                          os.environ.get("PYTHONPATH")]))
-    log = open(workdir / f"{name}.log", "wb")  # closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONPATH": path})
-    try:
+    log = workdir / f"{name}.log"
+    for _ in range(3):
+        port = free_port()
         if name == "amqtt":
-            _wait_port(port, proc)
+            conf = workdir / "amqtt.yaml"
+            conf.write_text(
+                f"listeners:\n  default:\n    type: ws\n    bind: 127.0.0.1:{port}\n"
+                "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
+                "    allow_anonymous: true\n")
+            cmd = [sys.executable, "-c",
+                   "from amqtt.scripts.broker_script import main; main()", "-c", str(conf)]
+            ready, failed = [f"Listener 'default' bind to 127.0.0.1:{port}"], "startup failed"
         else:
-            # Its own word that it listens, not a connection to the port: the free port
-            # may have been taken meanwhile by another test's server, which would answer.
-            _wait_line(workdir / f"{name}.log", b"listening on", proc)
-        yield
+            cmd = [sys.executable, str(Path(__file__).with_name("ws_broker.py")), str(port)]
+            ready, failed = ["listening on"], None
+        with log.open("wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                    env={**os.environ, "PYTHONPATH": path})
+        if wait_for_log(proc, log, ready, failed=failed):
+            break
+        stop(proc)
+    else:
+        pytest.fail(f"{name} did not start:\n{log.read_text(errors='replace')[-3000:]}")
+    try:
+        yield port
     finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+        stop(proc)
 
 
 def _paho(client_id: str, port: int, version: int) -> Any:
@@ -703,10 +685,9 @@ def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     version = BROKERS[name]
     workdir = tmp_path_factory.mktemp(f"websocket-{name}")
     path = workdir / "websocket.pcap"
-    port = maker.free_port()
     sent = [("ws/qos0", b"zero", 0), ("ws/qos1", b"one", 1), ("ws/qos2", b"two", 2),
             ("ws/large", bytes(range(256)) * 400, 1)]  # 100 KiB: frames across segments
-    with ws_broker(name, port, workdir):
+    with ws_broker(name, workdir) as port:
         try:
             with maker.tcpdump(str(path), port):
                 received = _run_clients(port, version, sent)
