@@ -1,7 +1,7 @@
 """A byte range of a capture file as one pcapng section per TCP connection: what a task
 that reads one range of a split capture hands on (:mod:`mqttwire.spark.split`).
 
-:func:`range_sections` reads the frames of ``[start, end)`` (:func:`~.split.read_range`)
+:func:`range_sections` reads the frames of ``[start, end)`` (:func:`~.ranges.read_range`)
 and gathers those that hold a TCP segment or an IP fragment by connection
 (:func:`flow_key`: the 4-tuple, the same both ways; every IP fragment has the empty
 key).  Each connection's frames become a pcapng section (a Section Header Block, an
@@ -116,8 +116,8 @@ Section = tuple[bytes, int, bytes, bytes]
 
 class RangeSections:
     """Iterate once over the sections of one range (:func:`range_sections`); then
-    ``read`` is the :class:`~.split.RangeRead` (``count``, ``next``, ... for
-    :func:`~.split.chain_problem`), ``last_ts`` the time of the range's last frame (None
+    ``read`` is the :class:`~.ranges.RangeRead` (``count``, ``next``, ... for
+    :func:`~.ranges.chain_problem`), ``last_ts`` the time of the range's last frame (None
     without frames), ``last_parsed`` the number of its last frame that holds a segment
     or fragment (0 without), and ``problem`` says why the range cannot be used (a frame
     that does not fit a pcapng block), else None.  ``compiled`` tells which loop read
@@ -205,7 +205,7 @@ def range_sections(f: BinaryIO, start: int, end: int, name: str | None = None,
     :class:`RangeSections`), by the compiled loop where it is built and ``compiled``.
 
     Raises (while iterating):
-        CaptureFormatError: as :func:`~.split.read_range`.
+        CaptureFormatError: as :func:`~.ranges.read_range`.
     """
     return RangeSections(f, start, end, name, piece_bytes, compiled)
 

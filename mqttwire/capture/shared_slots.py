@@ -2,7 +2,7 @@
 
 ``mqttwire/capture/loop_c.pyx`` reads and writes some slots of the pure code's objects
 in place (one copy of the state, so that it can hand any frame to the pure code at any
-point): the slots listed here, by class, and every field of :class:`~.records.Record`,
+point): the slots listed here, by class, and every field of :class:`~.mqtt_streams.Record`,
 which it allocates and fills itself.  The classes build their ``__slots__`` from these
 tuples, so the shared part is visible where they are defined.
 
