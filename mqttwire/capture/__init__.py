@@ -5,7 +5,7 @@ The layers, each usable alone:
 - :func:`iter_frames` (pcap.py): the frames of a classic pcap or pcapng file;
 - :func:`parse_frame` (link.py): the TCP segment (or IP fragment) in a frame;
 - :class:`TcpReassembler` (tcp.py): TCP connections into ordered byte streams;
-- :class:`MqttStreams` (records.py): those streams decoded into :class:`Record` objects
+- :class:`MqttStreams` (mqtt_streams.py): those streams decoded into :class:`Record` objects
   (with websocket.py for MQTT inside WebSocket frames);
 - :func:`read_capture`: all of the above for one file, or for several (those that are
   pieces of one capture, a *set*, read as one: :mod:`.sets`).

@@ -8,7 +8,7 @@ decoding (or carries no bytes at all), it does the TCP bookkeeping, the MQTT fix
 framing, the call into the Cython ``StreamDecoder`` and the :class:`Record` objects itself.
 
 Everything else is handed, whole, to the pure-Python code that is the reference: a frame
-it does not recognise goes to ``_frame`` (link.py, tcp.py, records.py), a pcapng block
+it does not recognise goes to ``_frame`` (link.py, tcp.py, mqtt_streams.py), a pcapng block
 other than a plain EPB to ``_Pcapng.block``, a decoding error or a framing disagreement
 to ``_Direction._failed`` / ``_decoded``, a packet other than PUBLISH, the four
 acknowledgements, PINGREQ and PINGRESP to ``_Direction._packets``, and the end of the file

@@ -15,7 +15,7 @@ A connection is taken for one, on any port, when its start is in the capture and
   rest of both directions is skipped (one error record each).
 
 From there, each direction's WebSocket frames are parsed, and the payloads of its binary
-messages, concatenated, are that direction's MQTT stream, decoded by records.py exactly as
+messages, concatenated, are that direction's MQTT stream, decoded by mqtt_streams.py exactly as
 a TCP stream is: packets may be split across frames and frames across segments, one
 frame may hold several packets or a part of one [MQTT-6.0.0-2].  Ping, pong and close
 frames are skipped.  A frame that breaks a rule (a text frame [MQTT-6.0.0-1], a client
@@ -357,7 +357,7 @@ class WsDirection:
 
     def _prune(self) -> None:
         """Forget the frames before the lowest MQTT offset that a later record of this
-        direction can name (records.py: _Direction.low)."""
+        direction can name (mqtt_streams.py: _Direction.low)."""
         low = self.inner.low()
         i = bisect_right(self.fp, low) - 1
         if i > 512:
@@ -405,7 +405,7 @@ class WsDirection:
     def gap(self, offset: int, length: int, ts: int) -> None:
         mode = self.mode
         if mode == _HTTP and self.client:
-            # The request is cut (an MQTT port: records.py decides what its bytes are).
+            # The request is cut (an MQTT port: mqtt_streams.py decides what its bytes are).
             self.ws.fallback(ts)
             self.inner.gap(offset, length, ts)
             return

@@ -1,5 +1,5 @@
 """Connections without their CONNECT in the capture: where the first packet starts, and
-the protocol level inferred from the traffic of both directions (records.py)."""
+the protocol level inferred from the traffic of both directions (mqtt_streams.py)."""
 
 from __future__ import annotations
 
