@@ -636,4 +636,8 @@ def test_files_of_a_batch() -> None:
     assert chain.files_of(recs(11, 30)) == ["c", "c"]
     assert chain.files_of(recs(12, 9, 11)) == ["c", "a", "c"]
     assert chain.files_of(recs(3, None)) == ["a", "c"]
+    # Rising runs across the boundary, one after the other (a split ring buffer's
+    # connections, one after the other, in one batch): cut where c starts.
+    assert chain.files_of(recs(2, 10, 11, 20, 4, 15, 1)) == ["a", "a", "c", "c", "a", "c",
+                                                            "a"]
     assert chain.files_of([]) == []
