@@ -387,6 +387,43 @@ ctypedef struct _Iface:
     int shift
 
 
+
+cdef Py_ssize_t _load_ifaces(_Iface* table, interfaces) except -1:
+    """Copy a pcapng section's interfaces (pcap._Interface) into ``table`` (MAX_IFACES
+    entries): each link type and, when they fit in 64 bits, its time conversion's terms.
+    Returns how many interfaces the section has."""
+    cdef _Iface* it
+    cdef Py_ssize_t i, n = len(interfaces)
+    for i in range(min(n, MAX_IFACES)):
+        iface = interfaces[i]
+        it = &table[i]
+        it.linktype = iface.linktype
+        it.fast = all(type(v) is int and -(1 << 62) < v < (1 << 62)
+                      for v in (iface.mul, iface.div, iface.offset_ns, iface.shift))
+        if it.fast:
+            it.mul, it.div, it.offset_ns = iface.mul, iface.div, iface.offset_ns
+            it.shift = iface.shift
+            it.fast = it.mul > 0 and it.div > 0 and 0 <= it.shift < 64
+    return n
+
+
+cdef inline bint _epb_ns(const _Iface* it, const uint8_t* h, bint big, int64_t* ns) noexcept:
+    """The time of the Enhanced Packet Block at ``h``, captured on ``it``, in ns, as
+    _Interface.ns computes it, into ``ns``; False when that does not fit in 64 bits (the
+    caller hands the block to the pure reader).  units * mul never exceeds 2**61."""
+    cdef uint64_t units = (<uint64_t>_u32(h + 12, big) << 32) | _u32(h + 16, big)
+    cdef int64_t ts
+    if not it.fast or units > <uint64_t>(INT64_MAX // 4 // it.mul):
+        return False
+    if it.shift:
+        ts = (<int64_t>units * it.mul) >> it.shift
+    else:
+        ts = <int64_t>units * it.mul // it.div
+    if not -(1LL << 61) < ts + it.offset_ns < (1LL << 61):
+        return False
+    ns[0] = ts + it.offset_ns
+    return True
+
 cdef inline uint64_t _hash(_Seg* s) noexcept:
     cdef uint64_t h = 1469598103934665603ULL
     cdef int i
@@ -579,22 +616,10 @@ cdef class FastReader:
 
     cdef int _load_interfaces(self) except -1:
         """Copy the current section's byte order and interfaces from the pcapng reader."""
-        cdef _Iface* it
         ng = self.ng
         self.big = ng.endian == ">"
         self.section_seen = ng.section_seen
-        interfaces = ng.interfaces
-        self.n_ifaces = len(interfaces)
-        for i in range(min(self.n_ifaces, MAX_IFACES)):
-            iface = interfaces[i]
-            it = &self.ifaces[i]
-            it.linktype = iface.linktype
-            it.fast = all(type(v) is int and -(1 << 62) < v < (1 << 62)
-                          for v in (iface.mul, iface.div, iface.offset_ns, iface.shift))
-            if it.fast:
-                it.mul, it.div, it.offset_ns = iface.mul, iface.div, iface.offset_ns
-                it.shift = iface.shift
-                it.fast = it.mul > 0 and it.div > 0 and 0 <= it.shift < 64
+        self.n_ifaces = _load_ifaces(self.ifaces, ng.interfaces)
         return 0
 
     cdef bint _pcapng_block(self) except -1:
@@ -604,7 +629,6 @@ cdef class FastReader:
         in 64 bits), goes to ``_Pcapng.block``, which raises the errors."""
         cdef const uint8_t* h = self.p + self.pos
         cdef uint32_t total, caplen, if_id
-        cdef uint64_t units
         cdef _Iface* it
         cdef int64_t ts
         if self.n - self.pos >= 32 and self.section_seen:
@@ -616,19 +640,12 @@ cdef class FastReader:
                 caplen = _u32(h + 20, self.big)
                 if if_id < self.n_ifaces and if_id < MAX_IFACES and caplen <= total - 32:
                     it = &self.ifaces[if_id]
-                    units = (<uint64_t>_u32(h + 12, self.big) << 32) | _u32(h + 16, self.big)
-                    if it.fast and units <= <uint64_t>(INT64_MAX // 4 // it.mul):
-                        # As _Interface.ns, in 64 bits: units * mul never exceeds 2**61.
-                        if it.shift:
-                            ts = (<int64_t>units * it.mul) >> it.shift
-                        else:
-                            ts = <int64_t>units * it.mul // it.div
-                        if -(1LL << 61) < ts + it.offset_ns < (1LL << 61):
-                            self.index += 1
-                            self.ts = PyLong_FromLongLong(ts + it.offset_ns)
-                            self.pos += total
-                            self._process(self.pos - total + 28, caplen, it.linktype)
-                            return True
+                    if _epb_ns(it, h, self.big, &ts):
+                        self.index += 1
+                        self.ts = PyLong_FromLongLong(ts)
+                        self.pos += total
+                        self._process(self.pos - total + 28, caplen, it.linktype)
+                        return True
         src = self.src
         src.pos = self.pos
         self.ng.index = self.index
@@ -1056,21 +1073,10 @@ cdef class SectionPacker:
 
     def __init__(self, bint ng, bint big, bint nanos, int linktype, interfaces,
                  int64_t end, int64_t size, int64_t piece_bytes, other):
-        cdef _Iface* it
         self.ng, self.big = ng, big
         self.scale = 1 if nanos else 1000
         self.linktype = linktype
-        self.n_ifaces = len(interfaces)
-        for i in range(min(self.n_ifaces, MAX_IFACES)):
-            iface = interfaces[i]
-            it = &self.ifaces[i]
-            it.linktype = iface.linktype
-            it.fast = all(type(v) is int and -(1 << 62) < v < (1 << 62)
-                          for v in (iface.mul, iface.div, iface.offset_ns, iface.shift))
-            if it.fast:
-                it.mul, it.div, it.offset_ns = iface.mul, iface.div, iface.offset_ns
-                it.shift = iface.shift
-                it.fast = it.mul > 0 and it.div > 0 and 0 <= it.shift < 64
+        self.n_ifaces = _load_ifaces(self.ifaces, interfaces)
         self.end, self.size, self.piece_bytes = end, size, piece_bytes
         self.count = self.last_parsed = 0
         self.next = None
@@ -1100,7 +1106,6 @@ cdef class SectionPacker:
         cdef const uint8_t* p
         cdef const uint8_t* h
         cdef uint32_t caplen, total, if_id
-        cdef uint64_t units
         cdef int64_t ts, after
         cdef _Iface* it
         if self.done:
@@ -1129,19 +1134,10 @@ cdef class SectionPacker:
                 if if_id >= self.n_ifaces or if_id >= MAX_IFACES or caplen > total - 32:
                     return -1
                 it = &self.ifaces[if_id]
-                units = (<uint64_t>_u32(h + 12, self.big) << 32) | _u32(h + 16, self.big)
-                if not it.fast or units > <uint64_t>(INT64_MAX // 4 // it.mul):
-                    return -1
-                # As _Interface.ns, in 64 bits (as FastReader._pcapng_block).
-                if it.shift:
-                    ts = (<int64_t>units * it.mul) >> it.shift
-                else:
-                    ts = <int64_t>units * it.mul // it.div
-                if not -(1LL << 61) < ts + it.offset_ns < (1LL << 61):
+                if not _epb_ns(it, h, self.big, &ts):
                     return -1
                 self.count += 1
-                if self._frame(h + 28, caplen, it.linktype, ts + it.offset_ns, data,
-                               pos + 28) < 0:
+                if self._frame(h + 28, caplen, it.linktype, ts, data, pos + 28) < 0:
                     return -1
                 pos += total
             else:
