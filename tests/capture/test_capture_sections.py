@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_capture_ranges import write  # the same files as the range reader's tests
 
 from mqttwire.capture import pcap
-from mqttwire.capture.link import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_RAW
 from mqttwire.capture.ranges import chain_problem, plan_ranges
 from mqttwire.capture.sections import flow_key, range_sections
-from mqttwire.capture.synth import Frame, TcpFlow, write_pcap, write_pcapng
+from mqttwire.capture.synth import Frame, TcpFlow
 
 T0 = 1_700_000_000_123_456_789  # ns
 NAME = "sections.cap"
@@ -54,18 +54,6 @@ def flows_frames(sizes: Sequence[int], flows: int = 3, interfaces: int = 3,
             packets.append(bytes(udp))
     return [Frame(T0 + i * 1_000_003_000 - (500_000_000 if i % 5 == 3 else 0), data,
                   interface=i % interfaces) for i, data in enumerate(packets)]
-
-
-def write(fmt: str, frames: Sequence[Frame], byteorder: str = "<", nanoseconds: bool = False,
-          simple: bool = False) -> bytes:
-    buf = io.BytesIO()
-    if fmt == "pcap":
-        write_pcap(buf, frames, byteorder=byteorder, nanoseconds=nanoseconds)
-    else:
-        write_pcapng(buf, frames, byteorder=byteorder, simple=simple,
-                     linktypes=[LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_RAW],
-                     tsresol=[6, 9, 3])
-    return buf.getvalue()
 
 
 def outcome(raw: bytes, split: int, piece_bytes: int, compiled: bool) -> list[Any]:
