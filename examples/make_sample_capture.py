@@ -119,19 +119,23 @@ def broker(port: int, workdir: str) -> Iterator[subprocess.Popen[bytes]]:
 
 
 @contextlib.contextmanager
-def tcpdump(path: str, port: int) -> Iterator[subprocess.Popen[bytes]]:
+def tcpdump(path: str, port: int, *, buffer_kib: int = 32768, immediate: bool = True
+            ) -> Iterator[subprocess.Popen[bytes]]:
     """tcpdump writing the loopback traffic of ``port`` to ``path`` (classic pcap).
 
     Waits until tcpdump says it is listening; stops it with SIGINT and waits, so the
     file is complete.  --immediate-mode: otherwise libpcap hands packets over in blocks
-    after a timeout, and those still waiting at SIGINT are lost.  -B: a 32 MiB kernel
-    buffer, so a busy machine that keeps tcpdump off the CPU for a while drops nothing.
+    after a timeout (a second), and those still waiting at SIGINT are lost.  Without it
+    (``immediate`` False: for hundreds of thousands of packets in a few seconds, which
+    a busy machine's tcpdump cannot take one by one) the stop waits for that timeout.
+    -B: the kernel buffer (32 MiB by default), so a busy machine that keeps tcpdump off
+    the CPU for a while drops nothing.
     Raises RuntimeError (with tcpdump's words) if it cannot capture, and PacketsDropped
     if the kernel dropped packets all the same (the capture then has holes).
     """
     proc = subprocess.Popen(
-        ["tcpdump", "-i", "lo", "-w", path, "-U", "--immediate-mode", "-s", "0",
-         "-B", "32768", f"tcp port {port}"],
+        ["tcpdump", "-i", "lo", "-w", path, "-U", *(["--immediate-mode"] if immediate else []),
+         "-s", "0", "-B", str(buffer_kib), f"tcp port {port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
@@ -142,7 +146,9 @@ def tcpdump(path: str, port: int) -> Iterator[subprocess.Popen[bytes]]:
         raise RuntimeError(f"tcpdump cannot capture on lo: {(line + rest).strip()}")
     try:
         yield proc
-        time.sleep(0.3)  # let the last segments (FINs, ACKs) reach the capture
+        # Let the last segments (FINs, ACKs) reach the capture; without immediate mode,
+        # libpcap's block timeout hand them over.
+        time.sleep(0.3 if immediate else 1.5)
     finally:
         proc.send_signal(signal.SIGINT)
         summary = proc.communicate(timeout=10)[1].decode(errors="replace")

@@ -11,13 +11,16 @@ another port.  (tests/ is on sys.path through tests/conftest.py: ``import local_
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -98,3 +101,19 @@ def start_mosquitto(folder: Path, settings: str, port: int | None = None
             return proc, chosen
         stop(proc)
     pytest.fail(f"mosquitto did not start:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def sample_maker() -> ModuleType:
+    """examples/make_sample_capture.py as a module: its Mosquitto, tcpdump and scenario
+    helpers (the live captures of tests/capture, the capture of test_live_backlog.py)."""
+    name = "make_sample_capture"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]

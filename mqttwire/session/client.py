@@ -77,9 +77,9 @@ class ReceivedMessage:
     Alias is resolved); ``properties`` are as received."""
 
     __slots__ = ("topic", "payload", "qos", "retain", "dup", "packet_id", "properties",
-                 "_epoch")
+                 "_epoch", "_serial")
 
-    def __init__(self, publish: Any, topic: str, epoch: int) -> None:
+    def __init__(self, publish: Any, topic: str, epoch: int, serial: int = 0) -> None:
         self.topic = topic
         self.payload: bytes = publish.payload
         self.qos: int = publish.qos
@@ -88,6 +88,7 @@ class ReceivedMessage:
         self.packet_id: int | None = publish.packet_id
         self.properties: Properties | None = publish.properties
         self._epoch = epoch
+        self._serial = serial  # its place among the session's received QoS 1/2 messages
 
     def __repr__(self) -> str:
         pid = f", packet_id={self.packet_id}" if self.packet_id is not None else ""
@@ -142,6 +143,19 @@ class ClientSession:
             final data of the CONNACK or AUTH 0x00 accepted; False ends the connection).
             ``mqttwire.session.scram.ScramClient`` is one.
         codec: ``mqttwire._speedups`` or ``mqttwire._pure``; None for ``mqttwire``'s.
+        tolerate_overrun: take what a server sends beyond our Receive Maximum, and a
+            PUBLISH whose packet identifier is still in use by an exchange already seen
+            on this connection, as new messages rather than protocol errors
+            ([MQTT-3.3.4-9], 5.0 [MQTT-2.2.1-4], 3.1.1 [MQTT-2.3.1-4]).  For a server
+            that puts more than 65,535 messages in flight towards us, which then share
+            identifiers (Mosquitto 2.0.11 with a backlog: docs/live.md).  Such a
+            message's acknowledgement waits until the earlier exchange with its
+            identifier has ended (our PUBACK, or our PUBCOMP), so that the server, which
+            matches an acknowledgement to the first message in flight with that
+            identifier, takes each for the right message.  A copy a server sends again on
+            the same connection (only 3.1.1 servers may) is then delivered twice: a
+            duplicate rather than a loss.  Counted in ``receive_maximum_exceeded`` and
+            ``ids_reused``.
     """
 
     def __init__(
@@ -153,7 +167,7 @@ class ClientSession:
         properties: Properties | None = None, auto_ack: bool = True,
         ping_timeout: float | None = None, connect_timeout: float = 30.0,
         linger_timeout: float = 2.0, authenticator: Any = None,
-        codec: ModuleType | None = None,
+        codec: ModuleType | None = None, tolerate_overrun: bool = False,
     ) -> None:
         if version not in (3, 4, 5):
             raise SessionError(f"version must be 3, 4 or 5, not {version!r}")
@@ -189,6 +203,11 @@ class ClientSession:
         self.ping_timeout = ping_timeout
         self.connect_timeout = connect_timeout
         self.linger_timeout = linger_timeout
+        self.tolerate_overrun = tolerate_overrun
+        #: With ``tolerate_overrun``: QoS 1/2 PUBLISHes taken beyond our Receive Maximum,
+        #: and PUBLISHes taken whose packet identifier was still in use.
+        self.receive_maximum_exceeded = 0
+        self.ids_reused = 0
         self.state = ClientState.DISCONNECTED
         #: The last CONNACK.
         self.connack: Any = None
@@ -196,7 +215,11 @@ class ClientSession:
         self._ids = PacketIds()
         self._queue: deque[OutgoingMessage] = deque()
         self._inflight: OrderedDict[int, OutgoingMessage] = OrderedDict()
+        # Received QoS 1/2 messages not yet acknowledged, by arrival number (the order
+        # their acknowledgements go out in), and the last of them with each identifier.
         self._inbound: OrderedDict[int, _Inbound] = OrderedDict()
+        self._holders: dict[int, _Inbound] = {}
+        self._received = 0
         self._awaiting_pubrel: set[int] = set()
         # After a resuming CONNACK, until its PINGRESP: the PUBRELs not yet sent again.
         self._resending = False
@@ -247,6 +270,12 @@ class ClientSession:
     def unacknowledged(self) -> list[ReceivedMessage]:
         """Received QoS 1/2 messages whose PUBACK/PUBREC is not sent yet."""
         return [entry.message for entry in self._inbound.values()]
+
+    @property
+    def awaiting_pubrel(self) -> list[int]:
+        """The packet identifiers of received QoS 2 messages whose PUBREC is sent and
+        whose PUBREL has not come: their exchange ends with our PUBCOMP."""
+        return sorted(self._awaiting_pubrel)
 
     # Connection ------------------------------------------------------------------------
 
@@ -508,7 +537,7 @@ class ClientSession:
         """
         if message.qos == 0 or message.packet_id is None or message._epoch != self._epoch:
             return False
-        entry = self._inbound.get(message.packet_id)
+        entry = self._inbound.get(message._serial)
         if entry is None or entry.message is not message or entry.acked:
             return False
         if reason_code and self.version != 5:
@@ -718,8 +747,9 @@ class ClientSession:
         PUBACK or PUBREC for the old message would acknowledge that one, which we may not
         have received, and a new PUBLISH with it would be taken for a protocol error."""
         self._resending = False
-        for pid in [pid for pid, entry in self._inbound.items() if not entry.present]:
-            del self._inbound[pid]
+        for serial, entry in [item for item in self._inbound.items() if not item[1].present]:
+            del self._inbound[serial]
+            self._forget(entry)
         self._awaiting_pubrel -= self._pubrel_due
         self._pubrel_due = set()
         self._flush_acks(now)
@@ -730,6 +760,7 @@ class ClientSession:
             message.state = "failed"
         self._inflight.clear()
         self._inbound.clear()
+        self._holders.clear()
         self._awaiting_pubrel.clear()
         self._ids.keep_only(self._requests)
         self._epoch += 1
@@ -845,41 +876,68 @@ class ClientSession:
         if packet.qos == 0:
             self._events.append(MessageReceived(ReceivedMessage(packet, topic, self._epoch)))
             return
-        pending = self._inbound.get(pid)
+        pending = self._holders.get(pid)
         if pending is not None or pid in self._awaiting_pubrel:
+            # The copy a server sends again after a resuming CONNACK [MQTT-4.4.0-1]: the
+            # first PUBLISH with this identifier on this connection.
+            resent = not pending.present if pending is not None else pid in self._pubrel_due
             held_qos = pending.message.qos if pending is not None else 2
-            if held_qos != packet.qos:
-                # §2.2.1: a new PUBLISH needs an identifier that is not in use.
-                raise ProtocolError("PUBLISH", f"QoS {packet.qos} PUBLISH with packet "
-                                    f"identifier {pid}, in use by a QoS {held_qos} message",
-                                    rule="§2.2.1")
-            if not packet.dup:
-                # A re-sent PUBLISH has DUP 1 [MQTT-3.3.1-1]; a new one needs an unused
-                # identifier (5.0 [MQTT-2.2.1-4], 3.1.1 [MQTT-2.3.1-4]).  Taking it for
-                # a re-send would lose the new message without a word.
-                raise ProtocolError(
-                    "PUBLISH", f"new PUBLISH (DUP 0) with packet identifier {pid}, in use "
-                    "by a message not yet acknowledged",
-                    rule="MQTT-2.2.1-4" if self.version == 5 else "MQTT-2.3.1-4")
-            if pending is None:
-                self._pubrel_due.discard(pid)  # the server holds it: its PUBREL will come
-                self._send(self.codec.PubRec(pid), now)  # [MQTT-4.3.3-10]
-            elif not pending.present:
-                pending.present = True
-                self._flush_acks(now)
-            return  # sent again before we acknowledged it: not delivered twice
+            if not self.tolerate_overrun or (resent and packet.dup and held_qos == packet.qos):
+                self._publish_in_use(packet, pending, held_qos, now)
+                return
+            # An identifier in use by an exchange already seen on this connection: a new
+            # message from a server with more than 65,535 in flight (tolerate_overrun).
+            self.ids_reused += 1
         limit = self.receive_maximum if self.receive_maximum is not None else 65535
         if self.version == 5 and len(self._inbound) + len(self._awaiting_pubrel) >= limit:
-            # [MQTT-3.3.4-9] is the server's duty; exceeding it: DISCONNECT 0x93 (§3.3.4).
-            raise ProtocolError(
-                "PUBLISH", f"more than Receive Maximum ({limit}) unacknowledged QoS 1/2 "
-                "PUBLISHes", rule="MQTT-3.3.4-9", reason_code=ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
-        message = ReceivedMessage(packet, topic, self._epoch)
-        entry = self._inbound[pid] = _Inbound(message)
+            if not self.tolerate_overrun:
+                # [MQTT-3.3.4-9] is the server's duty; exceeding it: DISCONNECT 0x93
+                # (§3.3.4).
+                raise ProtocolError(
+                    "PUBLISH", f"more than Receive Maximum ({limit}) unacknowledged QoS 1/2 "
+                    "PUBLISHes", rule="MQTT-3.3.4-9",
+                    reason_code=ReasonCode.RECEIVE_MAXIMUM_EXCEEDED)
+            self.receive_maximum_exceeded += 1
+        self._received += 1
+        message = ReceivedMessage(packet, topic, self._epoch, self._received)
+        entry = self._inbound[self._received] = self._holders[pid] = _Inbound(message)
         self._events.append(MessageReceived(message))
         if self.auto_ack:
             entry.acked = True
             self._flush_acks(now)
+
+    def _publish_in_use(self, packet: Any, pending: _Inbound | None, held_qos: int,
+                        now: float) -> None:
+        """A PUBLISH whose identifier a received message holds (``pending``), or a QoS 2
+        exchange awaiting PUBREL (``pending`` None): a copy sent again, or an error."""
+        pid = packet.packet_id
+        if held_qos != packet.qos:
+            # §2.2.1: a new PUBLISH needs an identifier that is not in use.
+            raise ProtocolError("PUBLISH", f"QoS {packet.qos} PUBLISH with packet "
+                                f"identifier {pid}, in use by a QoS {held_qos} message",
+                                rule="§2.2.1")
+        if not packet.dup:
+            # A re-sent PUBLISH has DUP 1 [MQTT-3.3.1-1]; a new one needs an unused
+            # identifier (5.0 [MQTT-2.2.1-4], 3.1.1 [MQTT-2.3.1-4]).  Taking it for
+            # a re-send would lose the new message without a word.
+            raise ProtocolError(
+                "PUBLISH", f"new PUBLISH (DUP 0) with packet identifier {pid}, in use "
+                "by a message not yet acknowledged",
+                rule="MQTT-2.2.1-4" if self.version == 5 else "MQTT-2.3.1-4")
+        if pending is None:
+            self._pubrel_due.discard(pid)  # the server holds it: its PUBREL will come
+            self._send(self.codec.PubRec(pid), now)  # [MQTT-4.3.3-10]
+        elif not pending.present:
+            pending.present = True
+            self._flush_acks(now)
+        # else sent again before we acknowledged it: not delivered twice
+
+    def _forget(self, entry: _Inbound) -> None:
+        """``entry`` has left ``_inbound``: its identifier's holder no more."""
+        pid = entry.message.packet_id
+        assert pid is not None  # QoS 1/2
+        if self._holders.get(pid) is entry:
+            del self._holders[pid]
 
     def _flush_acks(self, now: float) -> None:
         """Send the acknowledgements that are ready, in arrival order: stop at the first
@@ -887,10 +945,18 @@ class ClientSession:
         if self.state is not ClientState.CONNECTED:
             return
         while self._inbound:
-            pid, entry = next(iter(self._inbound.items()))
+            serial, entry = next(iter(self._inbound.items()))
             if not (entry.acked and entry.present):
                 return
-            del self._inbound[pid]
+            pid = entry.message.packet_id
+            assert pid is not None  # QoS 1/2
+            if pid in self._awaiting_pubrel:
+                # tolerate_overrun: a QoS 2 exchange with this identifier is still open
+                # (our PUBREC sent, its PUBREL not yet come): the server would take this
+                # acknowledgement for that message.  It goes after our PUBCOMP.
+                return
+            del self._inbound[serial]
+            self._forget(entry)
             code = entry.reason_code
             if entry.message.qos == 1:
                 self._send(self.codec.PubAck(pid, reason_code=code), now)  # [MQTT-4.3.2-4]
@@ -905,6 +971,7 @@ class ClientSession:
             self._awaiting_pubrel.discard(pid)
             self._pubrel_due.discard(pid)
             self._send(self.codec.PubComp(pid), now)  # [MQTT-4.3.3-11]
+            self._flush_acks(now)  # an acknowledgement may wait for this identifier
         else:
             self._send(self.codec.PubComp(pid, reason_code=ReasonCode.PACKET_IDENTIFIER_NOT_FOUND
                                           if self.version == 5 else 0), now)

@@ -116,6 +116,8 @@ class LiveOptions:
     reconnect_max_delay: float = 30.0
     reconnect_timeout: float = 300.0
     fail_on_session_loss: bool = False
+    #: A broker's in-flight overrun fails the query (not taken, logged): ``strictBroker``.
+    strict_broker: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> LiveOptions:
@@ -136,7 +138,12 @@ class LiveOptions:
         ``reconnectMaxDelay`` (the longest wait between attempts; default 30),
         ``reconnectTimeout`` (seconds the broker may stay away before the query fails;
         default 300; 0: fail at once), ``failOnSessionLoss`` (true: a reconnection that
-        finds no session on the broker fails the query; default false, logged).
+        finds no session on the broker fails the query; default false, logged),
+        ``strictBroker`` (true: a broker that sends more unacknowledged QoS 1/2
+        messages than the Receive Maximum, or a new one with a packet identifier still
+        in use, fails the query with its protocol error; default false: they are taken
+        as new messages and logged, ``ClientSession.tolerate_overrun``, as a broker with
+        more than 65,535 messages in flight for the client must be: docs/live.md).
 
         TLS (mqtts://, ssl://, wss://; an error with another scheme): ``caFile`` (the
         CA certificates, PEM, that the broker's certificate must chain to; default the
@@ -255,6 +262,7 @@ class LiveOptions:
             reconnect_delay=delay, reconnect_max_delay=max_delay,
             reconnect_timeout=seconds("reconnectTimeout", 300.0, 0.0),
             fail_on_session_loss=flag("failOnSessionLoss"),
+            strict_broker=flag("strictBroker"),
         )
 
     def subscriber(self) -> Subscriber:
@@ -266,7 +274,8 @@ class LiveOptions:
             self.client_id, version=self.version, clean_start=self.clean_start,
             keep_alive=self.keep_alive, session_expiry_interval=self.session_expiry,
             receive_maximum=self.receive_maximum, username=self.username,
-            password=self.password, auto_ack=False, connect_timeout=self.connect_timeout)
+            password=self.password, auto_ack=False, connect_timeout=self.connect_timeout,
+            tolerate_overrun=not self.strict_broker)
         return Subscriber(self.host, self.port, [(t, self.qos) for t in self.topics],
                           session, connect_timeout=self.connect_timeout,
                           endpoint=self.endpoint,

@@ -164,6 +164,8 @@ class Subscriber:
         self._up_since: float | None = None  # when the current connection was accepted
         #: Disconnected.linger of the current connection's end (0.0 until it ended).
         self._linger = 0.0
+        #: The session's overrun counts when last logged (``_log_overrun``).
+        self._overruns = (0, 0)
         self._thread = threading.Thread(target=self._run, name="mqttwire-subscriber",
                                         daemon=True)
         self._matchers = [(f, _plain_filter(f)) for f, _ in self.filters]
@@ -351,6 +353,8 @@ class Subscriber:
                 for event in events:
                     self._event(event, now)
                 self._flush()
+                if self.session.tolerate_overrun:
+                    self._log_overrun()
         if self._stop:
             return None
         with self._lock:
@@ -413,6 +417,21 @@ class Subscriber:
                 not event.by_server or event.reason_code in TRANSIENT_DISCONNECT)
             self._end(SubscriberError(f"connection to {self.host}:{self.port} ended: {why}",
                                       event.reason_code, transient=transient))
+
+    def _log_overrun(self) -> None:
+        """Log (a warning, at most once per 10,000) what the broker sent beyond our
+        Receive Maximum or with a packet identifier still in use: taken as new messages
+        (``ClientSession.tolerate_overrun``); a broker with more than 65,535 messages in
+        flight for this client (docs/live.md, Mosquitto 2.0.11 with a backlog)."""
+        counts = (self.session.receive_maximum_exceeded, self.session.ids_reused)
+        total, logged = sum(counts), sum(self._overruns)
+        if total == logged or (logged and total // 10_000 == logged // 10_000):
+            return
+        self._overruns = counts
+        log.warning("the broker at %s:%d overran this client's in-flight window: %d messages "
+                    "beyond the Receive Maximum, %d with a packet identifier still in use "
+                    "(taken as new messages; each acknowledged after the earlier one with "
+                    "its identifier); so far", self.host, self.port, *counts)
 
     def _up(self, now: float) -> None:
         """The connection is accepted and subscribed (under the lock)."""

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from local_servers import sample_maker
 
 from mqttwire.capture import Record, read_capture
 from mqttwire.capture.synth import Frame, Segment, TcpFlow, write_pcap, write_pcapng
@@ -23,19 +22,9 @@ T0 = 1_700_000_000_000_000_000
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _load_maker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_sample_capture",
-                                                  EXAMPLES / "make_sample_capture.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 #: examples/make_sample_capture.py: its broker, tcpdump and scenario helpers, for the
 #: live captures.
-maker = _load_maker()
+maker = sample_maker()
 
 
 @dataclass
