@@ -216,9 +216,10 @@ class ClientSession:
         self._queue: deque[OutgoingMessage] = deque()
         self._inflight: OrderedDict[int, OutgoingMessage] = OrderedDict()
         # Received QoS 1/2 messages not yet acknowledged, by arrival number (the order
-        # their acknowledgements go out in), and the last of them with each identifier.
+        # their acknowledgements go out in), and those with each identifier, in arrival
+        # order (more than one only with tolerate_overrun).
         self._inbound: OrderedDict[int, _Inbound] = OrderedDict()
-        self._holders: dict[int, _Inbound] = {}
+        self._holders: dict[int, list[_Inbound]] = {}
         self._received = 0
         self._awaiting_pubrel: set[int] = set()
         # After a resuming CONNACK, until its PINGRESP: the PUBRELs not yet sent again.
@@ -876,10 +877,13 @@ class ClientSession:
         if packet.qos == 0:
             self._events.append(MessageReceived(ReceivedMessage(packet, topic, self._epoch)))
             return
-        pending = self._holders.get(pid)
-        if pending is not None or pid in self._awaiting_pubrel:
-            # The copy a server sends again after a resuming CONNACK [MQTT-4.4.0-1]: the
-            # first PUBLISH with this identifier on this connection.
+        holders = self._holders.get(pid)
+        if holders or pid in self._awaiting_pubrel:
+            # The copy a server sends again after a resuming CONNACK [MQTT-4.4.0-1], of
+            # the earliest message with this identifier not yet sent again (the server
+            # sends them again in their order).
+            pending = next((e for e in holders if not e.present), holders[-1]) \
+                if holders else None
             resent = not pending.present if pending is not None else pid in self._pubrel_due
             held_qos = pending.message.qos if pending is not None else 2
             if not self.tolerate_overrun or (resent and packet.dup and held_qos == packet.qos):
@@ -900,7 +904,8 @@ class ClientSession:
             self.receive_maximum_exceeded += 1
         self._received += 1
         message = ReceivedMessage(packet, topic, self._epoch, self._received)
-        entry = self._inbound[self._received] = self._holders[pid] = _Inbound(message)
+        entry = self._inbound[self._received] = _Inbound(message)
+        self._holders.setdefault(pid, []).append(entry)
         self._events.append(MessageReceived(message))
         if self.auto_ack:
             entry.acked = True
@@ -936,7 +941,9 @@ class ClientSession:
         """``entry`` has left ``_inbound``: its identifier's holder no more."""
         pid = entry.message.packet_id
         assert pid is not None  # QoS 1/2
-        if self._holders.get(pid) is entry:
+        holders = self._holders[pid]
+        holders.remove(entry)
+        if not holders:
             del self._holders[pid]
 
     def _flush_acks(self, now: float) -> None:

@@ -194,3 +194,20 @@ def test_more_messages_than_identifiers(codec: ModuleType) -> None:
             done += isinstance(packet, (codec.PubAck, codec.PubComp))
     assert done == 70_000
     assert client.unacknowledged == [] and client.connected
+
+
+def test_after_a_resume_two_held_messages_with_one_identifier(codec: ModuleType) -> None:
+    # Two messages with identifier 4 held from the last connection; the server sends
+    # both again, in their order: each copy is its message's, none delivered twice.
+    client, server = tolerant(codec, session_expiry_interval=300)
+    first = deliver(server, codec.Publish("t", b"1", qos=1, packet_id=4))
+    second = deliver(server, codec.Publish("t", b"2", qos=2, packet_id=4))
+    client.connection_lost(1.0)
+    server.connect(now=2.0, session_present=True)
+    assert server.received() == [codec.PingReq()]
+    for payload, qos in ((b"1", 1), (b"2", 2)):
+        events = server.send(codec.Publish("t", payload, qos=qos, packet_id=4, dup=True))
+        assert of_type(events, MessageReceived) == []
+    ack_all(client, first, second)
+    assert server.received() == [codec.PubAck(4), codec.PubRec(4)]
+    assert client.ids_reused == 1  # the second, on the first connection

@@ -55,9 +55,10 @@ class Mosquitto:
         # published while the query or the client is away.
         # log_all: every packet logged, which the tests count; off for the backlogs of
         # tens of thousands of messages.
-        logs = "all" if log_all else "information"
+        logs = ["all"] if log_all else ["error", "warning", "notice", "information"]
         self.settings = (f"user {getpass.getuser()}\nmax_inflight_messages 0\n"
-                         f"max_queued_messages 100000\nlog_type {logs}\n{extra}")
+                         f"max_queued_messages 100000\n"
+                         + "".join(f"log_type {kind}\n" for kind in logs) + extra)
 
     @property
     def url(self) -> str:

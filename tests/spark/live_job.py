@@ -4,6 +4,7 @@ then stops the query; a failed query prints its error and exits 1.
 
     python live_job.py OUT CHECKPOINT STOPFILE KEY=VALUE...   (the source's options)
 
+LIVE_JOB_TRIGGER sets the trigger interval (default "250 milliseconds").
 With LIVE_JOB_KILL_BETWEEN_COMMITS=1 in its environment it kills itself (SIGKILL to its
 process group: the JVM and Python workers too) between the file sink's commit of a batch
 and the checkpoint's: when ``OUT/_spark_metadata/N`` exists and
@@ -68,7 +69,8 @@ def main() -> int:
     query = (spark.readStream.format("mqtt").options(**options).load()
              .writeStream.format("parquet").option("path", out)
              .option("checkpointLocation", checkpoint)
-             .trigger(processingTime="250 milliseconds").start())
+             .trigger(processingTime=os.environ.get("LIVE_JOB_TRIGGER", "250 milliseconds"))
+             .start())
     print("started", flush=True)
     if os.environ.get("LIVE_JOB_KILL_BETWEEN_COMMITS") == "1":
         threading.Thread(target=kill_between_commits, args=(out, checkpoint),
