@@ -6,8 +6,9 @@ Mosquitto (persistence on, ``max_inflight_messages 0``, ``max_queued_messages
 between them, QoS 1 and 2 in turn, at RATE a second, each kept in a ledger once the
 broker acknowledged it; a query (tests/spark/live_job.py: ``format("mqtt")``, QoS 2, a
 fixed client id, Parquet with a checkpoint, a 500 ms trigger) reads them; its driver's
-process group is SIGKILLed KILLS times, each time as the restarted query's connection is
-accepted by the broker, and restarted on the same checkpoint.  It passes when every
+process group is SIGKILLed KILLS times (the first once its first batch committed), each
+time as the query's connection is accepted by the broker, and restarted on the same
+checkpoint.  It passes when every
 acknowledged message is in the output and the query never failed.
 
     python tests/spark/soak_live_restarts.py --version 5    # and --version 4 (3.1.1)
@@ -73,15 +74,23 @@ def main() -> int:
             job.start(folder / "job-0.log")
             for t in threads:
                 t.start()
+            # The first run commits a batch before it is killed: killed while writing
+            # batch 0's offsets, Spark 4 cannot restart the query on that checkpoint
+            # ([STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY]), whatever the source.
+            while not job.ended() and not any(
+                    p.name.isdigit() for p in (checkpoint / "commits").glob("*")):
+                time.sleep(0.1)
+            seen = connections(broker, client_id)  # the first run's, made already
             for kill in range(1, args.kills + 1):
-                seen = connections(broker, client_id)
-                while connections(broker, client_id) <= seen:
+                # After the first, each kill comes as the restarted query connects.
+                while kill > 1 and connections(broker, client_id) <= seen:
                     if job.ended():
                         failed += 1
                         print(f"the query ended before kill {kill}:\n{job.log_tail()}")
                         break
                     time.sleep(0.02)
                 job.kill()
+                seen = connections(broker, client_id)
                 print(f"kill {kill} at {time.monotonic() - started:.0f} s, "
                       f"{len(rows(out))} rows", flush=True)
                 job.start(folder / f"job-{kill}.log")

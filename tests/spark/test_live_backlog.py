@@ -143,8 +143,8 @@ def test_a_backlog_beyond_the_identifier_space(tmp_path: Path, version: int) -> 
     # later in the capture, or not at all): the broker broke the rule, not the client.
     # Its first such PUBLISH may come before the refused one: the session cannot tell
     # one whose earlier holder it had acknowledged, the acknowledgement still on its way.
-    found = flights(capture, broker.port)
-    _, strict_flight = found["strict"]
+    ledger = flights(capture, broker.port)
+    _, strict_flight = ledger["strict"]
     [refused] = [c for c in strict_flight.clashes if c.packet_id == refused_id][:1]
     first = strict_flight.clashes[0]
     for clash in (first, refused):
@@ -160,7 +160,7 @@ def test_a_backlog_beyond_the_identifier_space(tmp_path: Path, version: int) -> 
     # The tolerant session met the same state and lost nothing.
     assert tolerant_error is None, tolerant_error
     assert len(got) == BACKLOG and set(got) == payloads
-    _, tolerant_flight = found["tolerant"]
+    _, tolerant_flight = ledger["tolerant"]
     assert tolerant_flight.publishes == BACKLOG
     assert tolerant_flight.clashes, "the broker had no identifier in use twice"
     assert tolerant_flight.unacknowledged_at_end == 0  # every exchange ended
