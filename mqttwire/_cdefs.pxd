@@ -28,6 +28,7 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)
     object PyObject_GenericGetDict(object o, void* context)
+    int PyObject_GenericSetDict(object o, object value, void* context) except -1
     int PyObject_GenericSetAttr(object o, object name, object value) except -1
     # The same, where ``value`` may be NULL (a deletion).
     int generic_setattro "PyObject_GenericSetAttr"(
@@ -45,6 +46,9 @@ cdef extern from "Python.h":
     PyObject* Py_None
     PyObject* Py_True
     PyObject* Py_False
+    # The version of the CPython headers the module is built against (one build per
+    # version), where the object layout the code relies on differs between versions.
+    const long PY_VERSION_HEX
 
 
 # A __slots__ member descriptor and its entry (capture/loop_c and spark/columns_c reach the
