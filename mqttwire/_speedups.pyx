@@ -51,7 +51,7 @@ from ._cdefs cimport (
     PY_VERSION_HEX,
     Py_SET_TYPE,
     PyType_Modified,
-    PyLong_AsLongLongAndOverflow,
+    uint_in_range as _uint,
     PyObject_GenericGetDict,
     PyObject_GenericSetDict,
     PyObject_GenericSetAttr,
