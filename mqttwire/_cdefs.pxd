@@ -28,6 +28,7 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     bytes PyBytes_FromStringAndSize(const char* v, Py_ssize_t size)
     object PyObject_GenericGetDict(object o, void* context)
+    int PyObject_GenericSetDict(object o, object value, void* context) except -1
     int PyObject_GenericSetAttr(object o, object name, object value) except -1
     # The same, where ``value`` may be NULL (a deletion).
     int generic_setattro "PyObject_GenericSetAttr"(
@@ -45,6 +46,9 @@ cdef extern from "Python.h":
     PyObject* Py_None
     PyObject* Py_True
     PyObject* Py_False
+    # The version of the CPython headers the module is built against (one build per
+    # version), where the object layout the code relies on differs between versions.
+    const long PY_VERSION_HEX
 
 
 # A __slots__ member descriptor and its entry (capture/loop_c and spark/columns_c reach the
@@ -113,6 +117,42 @@ cdef inline void slot_put(object obj, Py_ssize_t off, object value) noexcept:
     Py_XINCREF(<PyObject*>value)
     slot[0] = <PyObject*>value
     Py_XDECREF(old)
+
+
+# ``value`` when it is an int (not a bool, not a subclass) from 0 to ``top``, else -1: a
+# range check without Python comparisons that cannot overflow (a value too large for a C
+# integer must reach the reference code, which names it in its error).  An int of one
+# digit (below 2**30 in magnitude: every packet field but a few 4-byte ones) is read from
+# the object as CPython's own code reads it; any other goes through
+# PyLong_AsLongLongAndOverflow, a call that costs more from 3.12 on (the new int layout).
+# Written in C to be inlined at every call: GCC stopped inlining the Cython function into
+# the encoders when built against 3.12's headers (larger Py_INCREF/Py_DECREF).
+cdef extern from *:
+    """
+    #include <limits.h>
+    #if defined(__GNUC__)
+    #define MQTTWIRE_ALWAYS_INLINE static inline __attribute__((always_inline))
+    #else
+    #define MQTTWIRE_ALWAYS_INLINE static inline
+    #endif
+    MQTTWIRE_ALWAYS_INLINE long long mqttwire_uint_in_range(PyObject *v, long long top) {
+        long long x = LLONG_MIN;
+        int overflow = 0;
+        if (Py_TYPE(v) != &PyLong_Type) return -1;
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+            x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        }
+    #else
+        if (Py_SIZE(v) == 0) x = 0;
+        else if (Py_SIZE(v) == 1) x = (long long)((PyLongObject *)v)->ob_digit[0];
+        else if (Py_SIZE(v) < 0) return -1;
+    #endif
+        if (x == LLONG_MIN) x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        return (!overflow && x >= 0 && x <= top) ? x : -1;
+    }
+    """
+    long long uint_in_range "mqttwire_uint_in_range"(object value, long long top) noexcept
 
 
 # MQTT 5.0 §1.5.5: the largest Remaining Length, 268,435,455 (_constants.MAX_REMAINING_LENGTH

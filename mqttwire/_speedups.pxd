@@ -41,7 +41,6 @@ cdef tuple _ACK_NAMES
 cdef object _REFERENCE_DECODERS
 cdef object _TOPIC_NAME
 
-cdef long long _uint(object value, long long top) noexcept
 cdef int _check_version(object version) except -1
 cdef void _shift(object exc, Py_ssize_t delta)
 

@@ -7,7 +7,8 @@ counting instructions per operation with callgrind (peers.md, "What the misses a
 
 (total with N - total with 0) / N is the cost of one loop step: the adapter's call, the
 operation, and freeing the previous result.  Codecs: ``cython`` (mqttwire._speedups),
-``python`` (mqttwire._pure), ``mqtt5``, and ``floor``: the adapter shape calling ``len()``,
+``python`` (mqttwire._pure), ``mqtt5``, the other peers by their adapter's class
+name in lower case (``zmqtt``, ``gmqtt``...), and ``floor``: the adapter shape calling ``len()``,
 the least a loop step can cost (the operation and direction are then ignored).
 Directions: ``decode``, ``read`` (decode, then read every field the correctness check
 compares, as bench_peers' "decode and read" rows do) and ``encode``.
@@ -24,6 +25,8 @@ CODECS = {
     "cython": peers.MqttWire("mqttwire._speedups", "cython", False),
     "python": peers.MqttWire("mqttwire._pure", "python", True),
     "mqtt5": peers.Mqtt5(),
+    # any other peer by its class name in lower case: zmqtt, paho, gmqtt, amqtt
+    **{type(p).__name__.lower(): p for p in peers.PEERS if type(p).__name__ != "MqttWire"},
 }
 
 

@@ -16,6 +16,14 @@ for _pid, _entry in PROPERTY_TABLE.items():
 cdef PyObject* _PROP_NAME_PTR[128]
 for _pid in range(128):
     _PROP_NAME_PTR[_pid] = <PyObject*>_PROP_NAMES[_pid]
+# Where a Properties built here keeps its values.  CPython 3.11 and 3.12 give an instance of
+# a class with shared keys an array of attribute values inline (no dict until one is asked
+# for), which PyObject_GenericSetAttr fills.  3.13 does that only for a class without slots
+# of its own besides __dict__ and __weakref__ (Py_TPFLAGS_INLINE_VALUES, bit 2 of
+# __flags__), and Properties has _wire: there each attribute set goes the generic way (the
+# type's look-up, then making or growing the instance dict), so the values go straight into
+# the instance dict instead (_fill_values with a dict).
+cdef bint _VALUES_IN_DICT = PY_VERSION_HEX >= 0x030D0000 and not Properties.__flags__ & 4
 _USER_PROPERTIES = "user_properties"
 _SUBSCRIPTION_IDS = "subscription_identifiers"
 
@@ -123,9 +131,15 @@ cdef object _built_properties(bytes raw, int ptype):
     shared-key instances), and filled attribute by attribute: no dict is made unless
     something asks for ``__dict__``, and reading a value is the fast instance-attribute
     read.  This measured 200 instructions fewer on a PUBLISH read than filling a dict
-    (benchmarks/peers.md, "Reading the properties")."""
+    (benchmarks/peers.md, "Reading the properties").  Where CPython gives a Properties no
+    such array (_VALUES_IN_DICT: 3.13), the values go into a new dict set as the instance
+    dict first, which costs less than making it attribute by attribute."""
+    cdef dict d = None
     props = _PROPERTIES.tp_new(<type><PyObject*>_PROPERTIES, <PyObject*>_NO_ARGS, NULL)
-    if _fill_values(props, None, raw):
+    if _VALUES_IN_DICT:
+        d = {}
+        PyObject_GenericSetDict(props, d, NULL)
+    if _fill_values(props, d, raw):
         # Lists are not copied (reading them is what the caller is about to do): the None
         # tells wire_block to compare them with the block itself before reusing it.
         slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype], None))

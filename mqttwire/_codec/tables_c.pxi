@@ -42,18 +42,6 @@ _REFERENCE_DECODERS = reference.DECODERS
 _TOPIC_NAME = "topic name"
 
 
-cdef inline long long _uint(object value, long long top) noexcept:
-    """``value`` when it is an int (not a bool, not a subclass) from 0 to ``top``, else -1.
-    A range check without Python comparisons that cannot overflow: a value too large for
-    a C integer must reach the reference code, which names it in its error."""
-    cdef int overflow
-    cdef long long v
-    if type(value) is not int:
-        return -1
-    v = PyLong_AsLongLongAndOverflow(value, &overflow)
-    return v if not overflow and 0 <= v <= top else -1
-
-
 cdef object _V3 = 3, _V4 = 4, _V5 = 5
 
 
