@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run on the Spark Connect server at URL, sc://HOST:PORT (default: "
                    "the SPARK_REMOTE environment variable, as for PySpark); the inputs "
                    "and DIR are then paths the server reads and writes.  Not with "
-                   "--master")
+                   "--master (nor is SPARK_REMOTE)")
     p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
                    help="an MQTT server port (repeatable; default 1883)")
     p.add_argument("--payload-limit", type=_non_negative, metavar="N",
@@ -384,23 +384,15 @@ def _pipeline(args: argparse.Namespace) -> int:
     from .spark import JavaMissing, PipelineOptions, find_java
     from .spark.inputs import local_path
 
-    # As PySpark: SPARK_REMOTE names the Connect server when no master is asked for.
-    remote = args.remote or (os.environ.get("SPARK_REMOTE") if args.master is None
-                             else None)
-    if args.master is not None and args.remote is not None:
-        print("mqttwire pipeline: error: --master and --remote cannot both be given "
-              "(a master starts Spark here; a remote is a Spark Connect server's)",
+    # As PySpark takes it: SPARK_REMOTE names the Connect server (PySpark's builder
+    # would connect there even when given a master).
+    remote = args.remote or os.environ.get("SPARK_REMOTE") or None
+    if args.master is not None and remote is not None:
+        given = "--remote" if args.remote is not None else "SPARK_REMOTE"
+        print(f"mqttwire pipeline: error: --master and {given} cannot both be given "
+              "(a master starts Spark here; a remote is a Spark Connect server)",
               file=sys.stderr)
         return 2
-    # Every input a local path that is not there: said at once, without starting Spark.
-    # (On Spark Connect the paths are the server's, which this machine cannot check.)
-    if remote is None:
-        paths = [local_path(arg) for arg in args.inputs]
-        if all(path is not None and not any(c in path for c in "*?[{")
-               and not os.path.lexists(path) for path in paths):
-            print(f"mqttwire pipeline: no such file or directory: "
-                  f"{', '.join(args.inputs)}", file=sys.stderr)
-            return 1
     if remote is None:
         try:
             find_java()
@@ -415,6 +407,15 @@ def _pipeline(args: argparse.Namespace) -> int:
             print(f"mqttwire pipeline: {module} is not installed: install the spark extra, "
                   "`pip install 'mqttwire[spark]'`", file=sys.stderr)
             return 2
+    # Every input a local path that is not there: said at once, without starting Spark.
+    # (On Spark Connect the paths are the server's, which this machine cannot check.)
+    if remote is None:
+        paths = [local_path(arg) for arg in args.inputs]
+        if all(path is not None and not any(c in path for c in "*?[{")
+               and not os.path.lexists(path) for path in paths):
+            print(f"mqttwire pipeline: no such file or directory: "
+                  f"{', '.join(args.inputs)}", file=sys.stderr)
+            return 1
     from .spark import run_pipeline
     from .spark.startup import MasterError, check_master
 
@@ -434,8 +435,6 @@ def _pipeline(args: argparse.Namespace) -> int:
         # one is taken from here (the same machine, or a filesystem mounted alike).
         args.inputs = [_absolute(arg) for arg in args.inputs]
         args.out = _absolute(args.out)
-        if args.summary_dir is None and not os.path.isabs(args.out):
-            args.summary_dir = args.out
     options = PipelineOptions(
         inputs=args.inputs, out=args.out, master=args.master, remote=remote,
         ports=args.ports or (1883,),

@@ -641,9 +641,12 @@ def read_split(spark: SparkSession, files: list[CaptureFile], split_size: int,
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1")
     ranged = spark.range(count, numPartitions=count).mapInArrow(
         _range_task(tasks, progress), ROWS_DDL)
+    # Checkpointed lazily: the facts job below computes every partition, keeps it on
+    # disk and collects the facts rows in the same pass (eagerly, a count would compute
+    # them and the facts job read them all back).
     shuffled = (ranged.repartition(partitions, "capture", "flow")
                 .sortWithinPartitions("capture", "flow", "range", "piece")
-                .localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY))
+                .localCheckpoint(eager=False, storageLevel=StorageLevel.DISK_ONLY))
     facts: dict[str, list[dict[str, Any]]] = {f.name: [] for f in files}
     for capture, fact in (shuffled.where(F.col("flow") == F.lit(FACTS))
                           .select("capture", "section").collect()):

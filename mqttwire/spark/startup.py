@@ -188,7 +188,9 @@ def _copy_lines(read: int, out: int) -> None:
 def connect_session(url: str) -> SparkSession:
     """A session on the Spark Connect server at ``url`` (``sc://HOST:PORT``).  The server
     has its own settings and PYSPARK_PYTHON; the pipeline sets only the SQL settings it
-    needs on the session (:data:`SESSION_SQL`)."""
+    needs on the session (:data:`SESSION_SQL`).  (PySpark then marks the process as a
+    Connect client, with the environment variable SPARK_CONNECT_MODE_ENABLED: a classic
+    session made later in the same process needs it removed first.)"""
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote(url).getOrCreate()
@@ -288,17 +290,35 @@ class WorkerPythonError(RuntimeError):
     run): found before a query starts (:func:`check_python_workers`)."""
 
 
-def _probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Run in a Spark Python worker (mapInArrow): import what the live source's and the
-    pipeline's tasks import, and say which interpreter runs.  (This function is pickled
-    by reference: the worker imports mqttwire to unpickle it.)"""
-    import pyarrow  # type: ignore[import-untyped]  # the tasks' batches
+#: Run in a Spark Python worker: import what the live source's and the pipeline's tasks
+#: import, and say which interpreter runs and what it could not import.  Compiled here
+#: as a function of ``__main__``, so that it travels by value (a function of this module
+#: would travel by reference, and a worker without mqttwire could not even load it), in a
+#: plain (pickled, not Arrow) Python UDF, which a worker without pyarrow runs too: the
+#: check's task never fails, and Spark logs no trace for it.
+_PROBE_SOURCE = """
+def probe(_):
+    import sys
+    for name in ("pyarrow", "mqttwire.spark.live"):
+        try:
+            __import__(name)
+        except ImportError as exc:
+            return sys.executable + "\\n" + (getattr(exc, "name", None) or name)
+    return sys.executable + "\\n"
+"""
 
-    import mqttwire.spark.live  # noqa: F401  # the tasks' partitions
 
-    for _ in batches:
-        pass
-    yield pyarrow.RecordBatch.from_pydict({"python": [sys.executable]})
+def _run_probe(spark: SparkSession) -> tuple[str, str | None]:
+    """The interpreter of Spark's Python workers, and the module it could not import
+    (None: none missing): one task of a DataFrame job."""
+    from pyspark.sql import functions as F
+
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(compile(_PROBE_SOURCE, "<mqttwire worker check>", "exec"), namespace)  # noqa: S102
+    probe = F.udf(namespace["probe"], "string", useArrow=False)
+    row = spark.range(1, numPartitions=1).select(probe("id").alias("seen")).first()
+    python, _, missing = str(row[0] if row is not None else "").partition("\n")
+    return python, missing or None
 
 
 #: The Spark applications whose workers were checked (one job per application).
@@ -312,28 +332,25 @@ def check_python_workers(spark: SparkSession) -> None:
     starts its Python workers with PYSPARK_PYTHON (``python3`` from PATH when unset),
     not with the driver's interpreter: from a virtualenv that is not activated, or on a
     cluster whose executors lack mqttwire, every task would fail with
-    ``ModuleNotFoundError``, and a streaming query only at its first batch.  (The
-    failing task's trace is in Spark's log before this says it in one line.)"""
+    ``ModuleNotFoundError``, and a streaming query only at its first batch."""
     key = str(spark.conf.get("spark.app.id", None) or id(spark))
     if key in _checked_apps:
         return
     try:
-        spark.range(1, numPartitions=1).mapInArrow(_probe, "python string").collect()
+        _, missing = _run_probe(spark)
+        why = None if missing is None else f"cannot import {missing}"
     except Exception as exc:
         text = str(exc)
-        missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
-        if missing:
-            why = f"cannot import {missing.group(1)}"
-        elif "Cannot run program" in text or "No such file" in text:
+        if "Cannot run program" in text or "No such file" in text:
             why = "cannot be started"
         else:
             raise
+    if why is not None:
         if is_connect(spark):
             raise WorkerPythonError(
                 f"the Spark Connect server's Python workers (its PYSPARK_PYTHON) {why}: "
                 "start the server with PYSPARK_PYTHON naming an interpreter that has "
-                "mqttwire and pyarrow (pip install 'mqttwire[spark]'): docs/cluster.md"
-            ) from None
+                "mqttwire and pyarrow (pip install 'mqttwire[spark]'): docs/cluster.md")
         python = (spark.conf.get("spark.pyspark.python", None)
                   or os.environ.get("PYSPARK_PYTHON"))
         local = is_on_this_host(master_of(spark))
@@ -346,7 +363,7 @@ def check_python_workers(spark: SparkSession) -> None:
         raise WorkerPythonError(
             f"Spark's Python workers run {python or 'python3'!r} (PYSPARK_PYTHON"
             f"{'' if python else ' unset: python3 from PATH'}), "
-            f"which {why}: {fix}") from None
+            f"which {why}: {fix}")
     _checked_apps.add(key)
 
 

@@ -117,11 +117,16 @@ def connect(connect_url: str) -> Iterator[Any]:
     pipeline sets on the sessions it makes."""
     from mqttwire.spark.startup import connect_session
 
+    mode = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
     spark = connect_session(connect_url)
     try:
         yield spark
     finally:
         spark.stop()
+        # PySpark marks the process as Connect's (this variable) when it makes a remote
+        # session: the later tests of this worker make classic ones.
+        if mode is None:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
 def _rows(tables: Any) -> dict[str, list[dict[str, Any]]]:

@@ -98,6 +98,12 @@ def test_pipeline_and_dissect_on_a_folder(tmp_path: Path) -> None:
     assert ("mqttwire pipeline: 3 of 7 input file(s) could not be read to the end; the "
             "tables hold what was read before each fault") in err
     assert "no input could be read" not in proc.stderr
+    # The JVM's start-up lines (Java's incubator module, log4j's profile, no native
+    # Hadoop) are left out without --verbose.
+    from mqttwire.spark.startup import JVM_START_LINES
+
+    assert not [line for line in proc.stderr.splitlines()
+                if any(noise in line for noise in JVM_START_LINES)], proc.stderr
     assert proc.stdout.strip().splitlines()[-1].startswith(
         "done: 7 files (3 unreadable or corrupt)")
 

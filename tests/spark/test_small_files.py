@@ -104,7 +104,7 @@ def test_sets_gzip_files_and_shares_stay_units_of_their_own() -> None:
          sorted([*(f"s{i}.pcap" for i in range(6, 10)), "missing.pcap"])])
     assert {row[4:6] for row in tasks[0] + tasks[1]} == {(0, 2), (1, 2)}
     # Without packing (None), every row its own task, as before.
-    assert len(_tasks(sc, stream, 32 * MIB, None)) == len(stream) + 1  # type: ignore[arg-type]
+    assert len(_tasks(2, stream, 32 * MIB, None)) == len(stream) + 1
 
 
 @dataclass
