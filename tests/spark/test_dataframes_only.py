@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SPARK = REPO / "mqttwire" / "spark"
+import mqttwire
+
+#: The package that ``import mqttwire`` finds: the source tree in a checkout, the
+#: installed files in the wheel tests and the pure pass (both ship these .py files).
+PACKAGE = Path(mqttwire.__file__).resolve().parent
+SPARK = PACKAGE / "spark"
 
 #: The modules on the path of read_tables and the command (every function in them).
 ON_THE_PATH = [SPARK / name for name in (
     "__init__.py", "pipeline.py", "split.py", "inputs.py", "sets.py", "packing.py",
     "connection_shares.py", "batches.py", "parquet.py", "figures.py", "report.py",
-    "startup.py", "schema.py", "derive.py", "columns.py")] + [REPO / "mqttwire" / "cli.py"]
+    "startup.py", "schema.py", "derive.py", "columns.py")] + [PACKAGE / "cli.py"]
 
 #: Names that a Connect session lacks: the context, RDDs and their jobs, accumulators,
 #: the JVM through py4j, the context's log level and status tracker.
@@ -73,7 +77,7 @@ def _findings(path: Path, only: set[str] | None = None) -> list[str]:
             checked.append(function)
     if only is None:
         checked = [tree]
-    return sorted({f"{path.relative_to(REPO)}:{line}: {name}" for node in checked
+    return sorted({f"{path.name}:{line}: {name}" for node in checked
                    for line, name in _uses(node) if line not in skipped})
 
 
