@@ -216,7 +216,7 @@ class SparkFiles:
                      .option("recursiveFileLookup", "true").load(arg))
             # Every file (empty ones too, which the scan leaves out), and the sizes.
             everything = frame.inputFiles()
-            sizes = dict(frame.select("path", "length").collect())
+            sizes: dict[str, int] = dict(frame.select("path", "length").collect())
         except AnalysisException as exc:
             if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
                 return []

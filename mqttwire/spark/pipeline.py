@@ -69,6 +69,7 @@ move the tasks' files into place on the server's filesystem).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import importlib
 import json
@@ -243,11 +244,11 @@ class Counters:
         return json.dumps(astuple(self))
 
     @classmethod
-    def parse(cls, text: str | bytes) -> Counters:
+    def parse(cls, text: str | builtins.bytes) -> Counters:
         return cls(*json.loads(text))
 
     @classmethod
-    def of_reports(cls, texts: Iterable[str | bytes]) -> Counters:
+    def of_reports(cls, texts: Iterable[str | builtins.bytes]) -> Counters:
         """The sum of reports (:meth:`json`)."""
         total = cls()
         for text in texts:
@@ -880,9 +881,8 @@ def _resolve(spark: SparkSession, inputs: Sequence[str], group: str, by_path: bo
     from .startup import is_connect
 
     if not is_connect(spark):
-        files = list_inputs(spark, inputs, skipped=skipped)
-        units, notes = group_inputs(files, group, by_path=by_path)
-        return files, units, notes
+        listed = list_inputs(spark, inputs, skipped=skipped)
+        return (listed, *group_inputs(listed, group, by_path=by_path))
     local = [arg for arg in inputs if local_path(arg) is not None]
     files: list[CaptureFile] = []
     units: list[CaptureFile] = []

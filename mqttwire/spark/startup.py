@@ -19,11 +19,11 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
     from pyspark.sql import SparkSession
@@ -315,7 +315,7 @@ def _run_probe(spark: SparkSession) -> tuple[str, str | None]:
 
     namespace: dict[str, object] = {"__name__": "__main__"}
     exec(compile(_PROBE_SOURCE, "<mqttwire worker check>", "exec"), namespace)  # noqa: S102
-    probe = F.udf(namespace["probe"], "string", useArrow=False)
+    probe = F.udf(cast("Callable[[int], str]", namespace["probe"]), "string", useArrow=False)
     row = spark.range(1, numPartitions=1).select(probe("id").alias("seen")).first()
     python, _, missing = str(row[0] if row is not None else "").partition("\n")
     return python, missing or None
