@@ -94,6 +94,7 @@ _SHARED_GROUPS = {
     "tests/spark/test_pipeline.py": "tests/spark/local-run",
     "tests/spark/test_cluster.py": "tests/spark/local-run",
     "tests/spark/test_split.py": "tests/spark/local-run",
+    "tests/spark/test_connect.py": "tests/spark/local-run",
 }
 
 

@@ -167,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", metavar="URL",
                    help="Spark master: local[N], spark://host:7077, yarn, ... (default "
                    "local[*]; under spark-submit, spark-submit's --master)")
+    p.add_argument("--remote", metavar="URL",
+                   help="run on the Spark Connect server at URL, sc://HOST:PORT (default: "
+                   "the SPARK_REMOTE environment variable, as for PySpark); the inputs "
+                   "and DIR are then paths the server reads and writes.  Not with "
+                   "--master (nor is SPARK_REMOTE)")
     p.add_argument("--port", type=_port, action="append", dest="ports", metavar="N",
                    help="an MQTT server port (repeatable; default 1883)")
     p.add_argument("--payload-limit", type=_non_negative, metavar="N",
@@ -220,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "2g (default: Spark's, 1g); no effect with local[N]")
     p.add_argument("--verbose", action="store_true",
                    help="when the run fails, show the whole Python (and Java) trace; "
-                   "without it, the cause in one line")
+                   "without it, the cause in one line.  Also shows the JVM's start-up "
+                   "lines (its warnings, log4j's profile)")
 
     sub.add_parser("bench", help="run the benchmarks (pytest-benchmark)",
                    usage="mqttwire bench [PYTEST-ARGS...]",
@@ -376,12 +382,23 @@ def _record_line(rec: Record) -> str:
 
 def _pipeline(args: argparse.Namespace) -> int:
     from .spark import JavaMissing, PipelineOptions, find_java
+    from .spark.inputs import local_path
 
-    try:
-        find_java()
-    except JavaMissing as exc:
-        print(f"mqttwire pipeline: {exc}", file=sys.stderr)
+    # As PySpark takes it: SPARK_REMOTE names the Connect server (PySpark's builder
+    # would connect there even when given a master).
+    remote = args.remote or os.environ.get("SPARK_REMOTE") or None
+    if args.master is not None and remote is not None:
+        given = "--remote" if args.remote is not None else "SPARK_REMOTE"
+        print(f"mqttwire pipeline: error: --master and {given} cannot both be given "
+              "(a master starts Spark here; a remote is a Spark Connect server)",
+              file=sys.stderr)
         return 2
+    if remote is None:
+        try:
+            find_java()
+        except JavaMissing as exc:
+            print(f"mqttwire pipeline: {exc}", file=sys.stderr)
+            return 2
     # pandas too: pyspark's mapInArrow refuses to run without it.  Found, not imported:
     # importing pandas and matplotlib here took 0.3 s before Spark could start (the run
     # imports what it uses when it uses it).
@@ -390,6 +407,15 @@ def _pipeline(args: argparse.Namespace) -> int:
             print(f"mqttwire pipeline: {module} is not installed: install the spark extra, "
                   "`pip install 'mqttwire[spark]'`", file=sys.stderr)
             return 2
+    # Every input a local path that is not there: said at once, without starting Spark.
+    # (On Spark Connect the paths are the server's, which this machine cannot check.)
+    if remote is None:
+        paths = [local_path(arg) for arg in args.inputs]
+        if all(path is not None and not any(c in path for c in "*?[{")
+               and not os.path.lexists(path) for path in paths):
+            print(f"mqttwire pipeline: no such file or directory: "
+                  f"{', '.join(args.inputs)}", file=sys.stderr)
+            return 1
     from .spark import run_pipeline
     from .spark.startup import MasterError, check_master
 
@@ -398,16 +424,26 @@ def _pipeline(args: argparse.Namespace) -> int:
     # hundreds of lines of traces).
     try:
         check_master(args.master)
+        if remote is not None and not remote.startswith("sc://"):
+            raise MasterError(f"{remote}: not a Spark Connect URL (sc://HOST:PORT)")
     except MasterError as exc:
-        print(f"mqttwire pipeline: --master {exc}", file=sys.stderr)
+        option = "--master" if args.master is not None or remote is None else "--remote"
+        print(f"mqttwire pipeline: {option} {exc}", file=sys.stderr)
         return 1
+    if remote is not None:
+        # The server reads and writes the paths, from a directory of its own: a relative
+        # one is taken from here (the same machine, or a filesystem mounted alike).
+        args.inputs = [_absolute(arg) for arg in args.inputs]
+        args.out = _absolute(args.out)
     options = PipelineOptions(
-        inputs=args.inputs, out=args.out, master=args.master, ports=args.ports or (1883,),
+        inputs=args.inputs, out=args.out, master=args.master, remote=remote,
+        ports=args.ports or (1883,),
         payload_limit=args.payload_limit, version=args.assume_version, reader=args.reader,
         split_size=args.split_size or None, writer=args.writer,
         progress_interval=args.progress,
         summary_dir=args.summary_dir, driver_memory=args.driver_memory,
-        executor_memory=args.executor_memory, jvm_cache=args.jvm_cache, group=args.group)
+        executor_memory=args.executor_memory, jvm_cache=args.jvm_cache, group=args.group,
+        jvm_lines=args.verbose)
     if args.share_size is not None:
         options.share_size = args.share_size or None
     try:
@@ -430,6 +466,15 @@ def _pipeline(args: argparse.Namespace) -> int:
               "before each fault", file=sys.stderr)
         return 1
     return 0
+
+
+def _absolute(arg: str) -> str:
+    """A relative local path made absolute (from the current directory); any other
+    input as given."""
+    from .spark.inputs import local_path
+
+    path = local_path(arg)
+    return os.path.abspath(arg) if path is not None and path == arg else arg
 
 
 def _cause(exc: BaseException) -> str:

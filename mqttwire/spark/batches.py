@@ -137,10 +137,15 @@ def _record_batches(records: Sequence[Record], packets: int | None = None,
             yield "errors", packets_batch(errors, ERRORS, files)
 
 
-def capture_error_batches(capture: str, error: str) -> list[Batch]:
-    """The one "capture_error" row (in ``packets`` and ``errors``) of a capture that
-    cannot be read."""
-    return list(_record_batches([Record("capture_error", capture, error=error)]))
+def capture_error_batches(capture: str, error: str, *, opened: bool = True) -> list[Batch]:
+    """The one "capture_error" row of a capture that cannot be read: in ``errors``, and
+    in ``packets`` when it was opened (a fault found while reading it, which the
+    packets' order places); a capture that could not be opened at all read no packet,
+    and its row is in ``errors`` only."""
+    records = [Record("capture_error", capture, error=error)]
+    if not opened:
+        return [("errors", packets_batch(records, ERRORS))]
+    return list(_record_batches(records))
 
 
 def decode_capture(f: BinaryIO | FileChain, name: str, *, ports: Iterable[int] = (1883,),

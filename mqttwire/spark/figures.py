@@ -87,6 +87,11 @@ class SparkFigures:
         return _dicts(self.tables["packets"].groupBy("kind", "packet_type",
                                                      "protocol_version").count().collect())
 
+    def error_kinds(self) -> list[dict[str, Any]]:
+        """Rows of the errors table by kind: ``count`` (a capture that could not be
+        opened is there only, not in packets)."""
+        return _dicts(self.tables["errors"].groupBy("kind").count().collect())
+
     def known(self) -> list[dict[str, Any]]:
         """Connections by ``joined_mid_stream``, ``version_source`` and ``transport``:
         ``count``."""
@@ -229,6 +234,9 @@ class ArrowFigures:
 
     def overview(self) -> list[dict[str, Any]]:
         return _rows(self._counts("packets", ("kind", "packet_type", "protocol_version")))
+
+    def error_kinds(self) -> list[dict[str, Any]]:
+        return _rows(self._counts("errors", ("kind",)))
 
     def known(self) -> list[dict[str, Any]]:
         return _rows(self._counts("connections",

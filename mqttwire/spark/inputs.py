@@ -1,7 +1,12 @@
 """The pipeline's inputs: capture paths or URIs (globs, folders) expanded into files.
 
-Listing goes through Spark's Hadoop FileSystem, so every URI that Spark can read works
-(file:, hdfs:, s3a:, abfs:, ... as configured).  An input that does not exist or cannot be
+Local paths (plain or ``file:``) are listed by Python (:class:`LocalFiles`), named as
+Hadoop's local filesystem names them; every other URI that Spark reads (hdfs:, s3a:,
+abfs:, ... as configured) through Spark's ``binaryFile`` source, with DataFrame jobs
+(:class:`SparkFiles`), so the listing needs no SparkContext and no py4j and works on a
+Spark Connect session too.  The paths are the Spark side's: on a Connect session the
+local listing runs in a task of the server's (the pipeline's :func:`~.pipeline.on_server`).
+An input that does not exist or cannot be
 listed is kept as a :class:`CaptureFile` with ``problem`` set, so that it is reported by
 name and gets an error row, while the other inputs are processed.
 
@@ -11,37 +16,36 @@ read whatever it holds; the files found in a folder (recursively, hidden ones le
 or matched by a glob are read only when their first bytes are a capture's magic number
 (pcap, pcapng, or either gzip-compressed), and the others are listed apart as skipped.
 
-Looking at a file's first bytes costs one open and one read per file, on the driver.
-Local files (``file:`` and plain paths) are read by Python, which costs microseconds a
-file.  Files on other filesystems (hdfs:, s3a:, ...) are read through Hadoop,
-:data:`SNIFF_THREADS` at a time: on an object store each is a request (tens of ms), so a
-folder of thousands of files takes seconds to list; the alternative, letting each task
-find out, would hand whole non-capture files to Spark's binaryFile reader and turn them
-into tasks.  A remote file named by the user is not looked at (it is read anyway).  The
-driver also learns which files are gzip-compressed, which cannot be read in byte ranges
-or shares (their stream only reads from the start): those are read whole, one task each.
+Looking at a file's first bytes costs one open and one read per file, where the listing
+runs (local files: microseconds a file).  The remote files found in folders or by globs
+are looked at by one DataFrame job over Spark's ``binaryFile`` source, which reads each
+file whole to hand over its first bytes: a folder of large remote captures is read once
+more for it; the alternative, letting each task find out, would turn whole non-capture
+files into tasks.  A remote file named by the user is not looked at (it is read
+anyway).  The listing also learns which files are gzip-compressed, which cannot be read
+in byte ranges or shares (their stream only reads from the start): those are read
+whole, one task each.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import glob
 import os
+import re
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from ..capture.files import Skipped, capture_name, is_hidden, unique_names
 from ..capture.pcap import SNIFF_BYTES, Sniffed, sniff
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
-__all__ = ["SNIFF_THREADS", "CaptureFile", "Skipped", "list_inputs", "local_path",
-           "name_captures"]
-
-#: How many remote files the driver looks at at once (see the module docstring).
-SNIFF_THREADS = 16
+__all__ = ["CaptureFile", "LocalFiles", "Skipped", "SparkFiles", "list_inputs",
+           "local_path", "name_captures"]
 
 
 @dataclass
@@ -82,62 +86,56 @@ def local_path(uri: str) -> str | None:
     return None
 
 
-def list_inputs(sc: SparkContext, inputs: Iterable[str], *,
+def list_inputs(spark: SparkSession | None, inputs: Iterable[str], *,
                 skipped: list[Skipped] | None = None) -> list[CaptureFile]:
     """Expand ``inputs`` (paths, URIs, globs, folders: their files, recursively, skipping
-    hidden ones) into capture files, in input order, each file once, through the Hadoop
-    filesystems of ``sc``.  Files of folders and globs that are not captures are left
+    hidden ones) into capture files, in input order, each file once.  Local paths
+    (plain, ``file:``) are listed by Python (:class:`LocalFiles`), in this process: on
+    a Spark Connect session, call it in a task of the server's (:func:`on_server`); any
+    other URI through Spark's Hadoop filesystems with DataFrame jobs of ``spark``
+    (:class:`SparkFiles`).  Files of folders and globs that are not captures are left
     out, and appended to ``skipped`` when it is given (see the module docstring)."""
-    jvm = sc._jvm
-    hadoop_conf = sc._jsc.hadoopConfiguration()
-    Path = jvm.org.apache.hadoop.fs.Path  # type: ignore[union-attr]
+    local = LocalFiles()
+    remote = SparkFiles(spark) if spark is not None else None
     groups: list[tuple[str, list[CaptureFile]]] = []  # the files of each input
     looks: dict[str, _Look] = {}  # by URI: each file once
 
     for arg in inputs:
         group: list[CaptureFile] = []
         groups.append((arg, group))
-        try:
-            path = Path(arg)
-            fs = path.getFileSystem(hadoop_conf)
-            statuses = fs.globStatus(path)
-        # Any Java exception (a bad scheme, no access, ...), raised through py4j: the
-        # input is reported by name and the run goes on.
-        except Exception as exc:  # noqa: BLE001
-            group.append(CaptureFile(arg, problem=f"cannot list: {_java_message(exc)}"))
+        fs: LocalFiles | SparkFiles | None = local if local_path(arg) is not None else remote
+        if fs is None:
+            group.append(CaptureFile(arg, problem="cannot list: not a local path"))
             continue
-        if not statuses:
+        try:
+            tops = fs.glob(arg)
+        # Any failure to list (a bad scheme, no access, ...): the input is reported by
+        # name and the run goes on.
+        except Exception as exc:  # noqa: BLE001
+            group.append(CaptureFile(arg, problem=f"cannot list: {_first_line(exc)}"))
+            continue
+        if not tops:
             group.append(CaptureFile(arg, problem="no such file or directory"))
             continue
         # A glob picks files by a pattern, as a folder holds them: not asked for by name.
         glob = any(c in arg for c in "*?[{")
         listed = False  # any file, even one an earlier input listed
-        for status in statuses:
-            top = status.getPath().toString()
-            if status.isDirectory():
-                listing = fs.listFiles(status.getPath(), True)
-                found = []
-                while listing.hasNext():
-                    child = listing.next()
-                    if not _hidden_below(top, child.getPath().toString()):
-                        found.append(child)
-                found.sort(key=lambda child: child.getPath().toString())
-                picky = True
-            else:
-                found, picky = [status], glob
-            for child in found:
+        for top, found, is_dir in tops:
+            picky = is_dir or glob
+            for uri, size in found:
+                if is_dir and _hidden_below(top, uri):
+                    continue
                 listed = True
-                uri = child.getPath().toString()
                 if uri in looks:  # listed by an earlier input
                     # Named by the user here: read even if it is no capture.
                     looks[uri].picky = looks[uri].picky and picky
                     continue
-                f = CaptureFile(uri, child.getLen(), capture_name(top, uri))
+                f = CaptureFile(uri, size, capture_name(top, uri))
                 group.append(f)
-                looks[uri] = _Look(f, picky, fs, child.getPath())
+                looks[uri] = _Look(f, picky)
         if not listed:
             group.append(CaptureFile(arg, problem="no files there"))
-    left_out = _look(list(looks.values()))
+    left_out = _look(list(looks.values()), remote)
     files: list[CaptureFile] = []
     for arg, group in groups:
         taken = [f for f in group if id(f) not in left_out]
@@ -151,15 +149,142 @@ def list_inputs(sc: SparkContext, inputs: Iterable[str], *,
     return files
 
 
+#: What a listing gives per match of an input: the match (file or folder) as a URI, its
+#: files (URI, size), and whether it is a folder.
+Match = tuple[str, list[tuple[str, int]], bool]
+
+
+class LocalFiles:
+    """Local paths listed by Python, named as Hadoop's local filesystem names them
+    (``file:/abs/path``): relative paths from the current directory, globs with
+    ``*``, ``?``, ``[...]`` and ``{a,b}``, a folder's files recursively in path order."""
+
+    def glob(self, arg: str) -> list[Match]:
+        path = local_path(arg)
+        assert path is not None
+        path = os.path.abspath(path)
+        if any(c in path for c in "*?[{"):
+            paths = sorted({p for pattern in _braces(path) for p in glob.glob(pattern)})
+        else:
+            paths = [path] if os.path.lexists(path) else []
+        matches: list[Match] = []
+        for p in paths:
+            top = _file_uri(p)
+            if os.path.isdir(p):
+                found = []
+                for root, _dirs, names in os.walk(p):
+                    for name in names:
+                        child = os.path.join(root, name)
+                        try:
+                            found.append((_file_uri(child), os.path.getsize(child)))
+                        except OSError:
+                            continue  # gone, or a broken link: Hadoop lists neither
+                found.sort()
+                matches.append((top, found, True))
+            elif os.path.exists(p):
+                matches.append((top, [(top, os.path.getsize(p))], False))
+        return matches
+
+
+def _file_uri(path: str) -> str:
+    """A local path as Hadoop's local filesystem writes its URI."""
+    return "file:" + os.path.normpath(path)
+
+
+def _braces(pattern: str) -> list[str]:
+    """A glob's ``{a,b}`` alternatives (as Hadoop's globs have them) expanded."""
+    match = re.search(r"\{([^{}]*)\}", pattern)
+    if match is None:
+        return [pattern]
+    return [out for choice in match.group(1).split(",")
+            for out in _braces(pattern[:match.start()] + choice + pattern[match.end():])]
+
+
+class SparkFiles:
+    """Any Hadoop URI listed through ``spark``'s ``binaryFile`` source (its file index:
+    globs, folders recursively), with DataFrame jobs only, so on a classic or a Spark
+    Connect session alike; the files' contents are not read for the listing."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def glob(self, arg: str) -> list[Match]:
+        from pyspark.errors import AnalysisException
+
+        try:
+            frame = (self.spark.read.format("binaryFile")
+                     .option("recursiveFileLookup", "true").load(arg))
+            # Every file (empty ones too, which the scan leaves out), and the sizes.
+            everything = frame.inputFiles()
+            sizes: dict[str, int] = dict(frame.select("path", "length").collect())
+        except AnalysisException as exc:
+            if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+                return []
+            raise
+        rows = [(path, sizes.get(path, 0)) for path in map(_hadoop_form, everything)]
+        pattern = _parts(arg)
+        matches: dict[str, Match] = {}
+        for path, size in sorted(rows):
+            # The match (a file, or a folder of the input's glob) is where the input's
+            # path (made absolute by Spark, if relative) ends.
+            head, parts = _split_uri(path)
+            depth = _match_end(parts, pattern)
+            top = head + "/" + "/".join(parts[:depth])
+            match = matches.setdefault(top, (top, [], len(parts) > depth))
+            match[1].append((path, int(size)))
+        if not matches:  # an empty folder: Spark lists it without files
+            return [(arg, [], True)]
+        return list(matches.values())
+
+    def heads(self, uris: list[str]) -> dict[str, bytes]:
+        """The first :data:`SNIFF_BYTES` bytes of each file, by URI: one DataFrame job
+        (Spark's binaryFile source reads each file whole to hand it over)."""
+        from pyspark.sql import functions as F
+
+        rows = (self.spark.read.format("binaryFile").load(uris)
+                .select("path", F.substring("content", 1, SNIFF_BYTES).alias("head"))
+                .collect())
+        heads = {path: bytes(head) for path, head in rows}
+        return {uri: heads.get(uri, b"") for uri in uris}  # empty files: not scanned
+
+
+def _hadoop_form(uri: str) -> str:
+    """A URI as Hadoop's Path writes it (and binaryFile's ``path`` column): without the
+    empty authority of ``file:///x`` (which ``inputFiles`` gives)."""
+    scheme, sep, rest = uri.partition(":///")
+    return f"{scheme}:/{rest}" if sep and "/" not in scheme else uri
+
+
+def _match_end(parts: list[str], pattern: list[str]) -> int:
+    """Where, in a listed file's path ``parts``, the input's path ``pattern`` (parts,
+    globs allowed) ends: the first place it matches part by part (a relative input's
+    qualified path ends there too)."""
+    n = len(pattern)
+    for i in range(len(parts) - n + 1):
+        if all(any(fnmatch.fnmatchcase(parts[i + k], choice) for choice in _braces(part))
+               for k, part in enumerate(pattern)):
+            return i + n
+    return len(parts)
+
+
+def _parts(uri: str) -> list[str]:
+    return [p for p in urlsplit(uri).path.split("/") if p]
+
+
+def _split_uri(uri: str) -> tuple[str, list[str]]:
+    """A URI's scheme and authority (``hdfs://nn:8020``, ``file:``), and its path's parts."""
+    parts = urlsplit(uri)
+    head = f"{parts.scheme}:" + (f"//{parts.netloc}" if parts.netloc or "//" in uri else "")
+    return head, [p for p in parts.path.split("/") if p]
+
+
 @dataclass
 class _Look:
     """A listed file to look at: only taken when it is a capture (``picky``: found in a
-    folder or by a glob), its Hadoop filesystem and path."""
+    folder or by a glob)."""
 
     file: CaptureFile
     picky: bool
-    fs: Any
-    path: Any
 
 
 def _hidden_below(top: str, uri: str) -> bool:
@@ -170,48 +295,43 @@ def _hidden_below(top: str, uri: str) -> bool:
     return any(is_hidden(part) for part in below.split("/"))
 
 
-def _look(looks: list[_Look]) -> dict[int, tuple[CaptureFile, str]]:
+def _look(looks: list[_Look], remote: SparkFiles | None) -> dict[int, tuple[CaptureFile, str]]:
     """Look at the first bytes of the files (setting their ``format``); the picky ones
     that are not captures, with why, by ``id`` of their CaptureFile."""
+    far = [look.file.uri for look in looks
+           if local_path(look.file.uri) is None and look.picky]
+    heads: dict[str, bytes] = {}
+    if far and remote is not None:
+        try:
+            heads = remote.heads(far)
+        except Exception as exc:  # noqa: BLE001  # each file then says it
+            for look in looks:
+                if look.file.uri in far:
+                    look.file.problem = f"cannot read: {_first_line(exc)}"
+
     def one(look: _Look) -> Sniffed | None:
         local = local_path(look.file.uri)
-        if local is None and not look.picky:
-            return None  # read anyway: its task finds out what it is
+        if local is None:
+            if not look.picky or look.file.uri not in heads:
+                return None  # read anyway: its task finds out what it is
+            return sniff(heads[look.file.uri])
         try:
-            if local is not None:
-                with open(local, "rb") as stream:
-                    return sniff(stream.read(SNIFF_BYTES))
-            return sniff(_remote_head(look.fs, look.path))
-        except Exception as exc:  # noqa: BLE001  # OSError, or Java's through py4j
+            with open(local, "rb") as stream:
+                return sniff(stream.read(SNIFF_BYTES))
+        except OSError as exc:
             # It may be a capture: an error of its own, not a file skipped.
-            why = getattr(exc, "strerror", None) or _java_message(exc)
-            look.file.problem = f"cannot read: {why}"
+            look.file.problem = f"cannot read: {exc.strerror or exc}"
             return None
 
-    remote = sum(1 for look in looks if local_path(look.file.uri) is None)
-    if remote > 1:
-        with ThreadPoolExecutor(min(SNIFF_THREADS, remote)) as pool:
-            found = list(pool.map(one, looks))
-    else:
-        found = [one(look) for look in looks]
     left_out: dict[int, tuple[CaptureFile, str]] = {}
-    for look, sniffed in zip(looks, found):
+    for look in looks:
+        sniffed = one(look)
         if sniffed is None:
             continue
         look.file.format = sniffed.format
         if look.picky and sniffed.format is None:
             left_out[id(look.file)] = (look.file, sniffed.reason or "not a capture")
     return left_out
-
-
-def _remote_head(fs: Any, path: Any) -> bytes:
-    """The first :data:`SNIFF_BYTES` bytes of a file, through its Hadoop filesystem: one
-    open and one read (py4j hands the Java byte[] over as bytes)."""
-    stream = fs.open(path)
-    try:
-        return bytes(stream.readNBytes(SNIFF_BYTES))
-    finally:
-        stream.close()
 
 
 def name_captures(files: list[CaptureFile]) -> None:
@@ -226,8 +346,7 @@ def name_captures(files: list[CaptureFile]) -> None:
         f.name = name
 
 
-def _java_message(exc: Exception) -> str:
-    java = getattr(exc, "java_exception", None)
-    if java is not None:
-        return str(java.toString())
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (Spark's errors run to many lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -485,10 +485,10 @@ class MqttDataSource(DataSource):
 
 
 def register(spark: SparkSession) -> None:
-    """Register the source with ``spark`` as ``format("mqtt")``, first checking that
-    Spark's Python workers can import mqttwire and pyarrow (one small job, once per
-    SparkContext): if not, :class:`mqttwire.spark.startup.WorkerPythonError` says what
-    to set.  Start a local session with :func:`mqttwire.spark.startup.make_session`, or
+    """Register the source with ``spark`` (classic or Spark Connect) as
+    ``format("mqtt")``, first checking that Spark's Python workers can import mqttwire
+    and pyarrow (one small DataFrame job, once per Spark application): if not,
+    :class:`mqttwire.spark.startup.WorkerPythonError` says what to set.  Start a local session with :func:`mqttwire.spark.startup.make_session`, or
     with PYSPARK_PYTHON set to the interpreter that has mqttwire, before it starts."""
     from .startup import check_python_workers
 
@@ -516,7 +516,17 @@ def use_filesystem_checkpoints(spark: SparkSession) -> bool:
     which is why Spark's default is FileContext.
 
     Call it before starting the query.  True if set; False if this Spark has no such
-    class (the default stays).  Needs a classic session (not Spark Connect)."""
+    class (the default stays).  On a Spark Connect session, whose client cannot look
+    into the server's JVM, the class is chosen by the server's Spark version (the name
+    of Spark 4, where it moved, from 4.0 on) and set; the setting is the session's, and
+    a server without the class fails the query at its start, naming it."""
+    from .startup import is_connect
+
+    if is_connect(spark):
+        major = int(str(spark.version).split(".", 1)[0])
+        name = _FILESYSTEM_MANAGERS[0 if major >= 4 else 1]
+        spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", name)
+        return True
     from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # no stubs
 
     jvm = spark.sparkContext._jvm  # py4j's view of the driver's JVM

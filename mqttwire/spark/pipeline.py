@@ -24,10 +24,7 @@ How it runs:
 3. With the output on a local path (one that every executor mounts, on a cluster), the
    task (a split file's decoding tasks too) writes its batches itself as Parquet part
    files of every table (:mod:`.parquet`; ``packets`` partitioned by capture) and returns only their
-   names; the driver moves them into place (``writer="tasks"``).  These tasks run as a
-   plain RDD job (``mapPartitions`` over the listing), not ``mapInArrow``: with nothing
-   but file names coming back, the SQL plan and the JVM's Arrow conversions only cost
-   time (about 2 s on a fresh JVM).  Then a file of at least
+   names; the driver moves them into place (``writer="tasks"``).  Then a file of at least
    ``share_size`` bytes is read by several tasks, each keeping a share of its connections
    (:mod:`.connection_shares`), and the driver chooses the retained rows from theirs.  Otherwise (an
    ``hdfs:``/``s3a:`` output, or ``writer="spark"``) the task returns each
@@ -54,32 +51,45 @@ memory is bounded whatever the file's size, and the cache costs little to build.
 evaluated DataFrames, for a notebook or a ``spark-submit`` job; :func:`run_pipeline` (the
 command) persists them, writes them and summarises them.
 
-Why not Spark 4's Python Data Source API for step 2: it would stream files just the same
-(one partition per file), but its readers cannot update accumulators, which the progress
-report needs; a ``mapInArrow`` (or an RDD's ``mapPartitions``) over a
-one-row-per-partition list of files can.
+Only DataFrame operations run the pipeline (no SparkContext, RDD, accumulator or py4j),
+so the same code runs on a classic session, local or on a cluster, and on a Spark Connect
+session (:func:`~.startup.connect_session`), for the same tables.  The tasks are a
+``spark.range`` of one row per task in as many partitions, each row the index of its
+task in a list that the function carries (what ``parallelize`` with a slice per task
+did), under ``mapInArrow``.  The tasks report their totals (files, bytes, records,
+packets, errors) as rows of their output (:data:`STATS`), not through accumulators; the
+progress lines come from small files that the writing tasks leave in the run's staging
+directory, which the driver reads (when it sees the output: the tasks write the tables).
+What the client of a Connect session cannot ask the JVM (the cores) comes from the conf
+or a DataFrame job (:func:`~.startup.cores_of`).  On a Connect session the inputs are
+the server's paths: the local listing and the grouping into sets run in a task
+(:func:`on_server`), and the tables are written by Spark's writer (the client cannot
+move the tasks' files into place on the server's filesystem).
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import importlib
+import json
+import os
+import pickle
 import shutil
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, fields
 from functools import partial
-from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from .inputs import CaptureFile, Skipped, list_inputs, local_path
+from .inputs import CaptureFile, Skipped, list_inputs, local_path, name_captures
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
-    from pyspark import Accumulator, SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
     from .batches import Batch, Decoding
@@ -88,17 +98,19 @@ if TYPE_CHECKING:
     from .split import SplitRead
     from .startup import ClassArchive
 
-__all__ = ["TABLE_NAMES", "Counters", "PipelineOptions",
-           "PipelineResult", "SHARE_SIZE", "Tables", "read_tables", "run_pipeline"]
+__all__ = ["STATS", "TABLE_NAMES", "Counters", "PipelineOptions",
+           "PipelineResult", "SHARE_SIZE", "Tables", "on_server", "read_tables",
+           "run_pipeline"]
 
 #: The tables written, in order (each to OUT/<name>).
 TABLE_NAMES = ("packets", "connections", "messages", "retained", "errors")
 
 #: What mapInArrow runs: Arrow batches in, Arrow batches out.
 ArrowMap = Callable[[Iterator["pa.RecordBatch"]], Iterator["pa.RecordBatch"]]
-#: What a decoding task does with its tables' batches: stage them for Spark
-#: (:func:`_stage_all`) or write them itself (:meth:`.parquet.PartFiles.write`).
-Output = Callable[[Iterable["Batch"]], Iterator["pa.RecordBatch"]]
+
+#: The table name of a task's report rows in its output, beside the tables' rows (staged,
+#: or the WRITTEN rows of its files): its totals as JSON (:class:`Counters`).
+STATS = "_stats"
 
 #: The default ``share_size`` (.connection_shares): smaller files are read by one task
 #: each.  A share pays only where the decoding is long next to a task's start and a second
@@ -133,6 +145,8 @@ class PipelineOptions:
     inputs: Sequence[str]
     out: str
     master: str | None = None  # None: spark-submit's, else local[*]
+    #: a Spark Connect server's URL (sc://HOST:PORT): the run is its session's
+    remote: str | None = None
     ports: Sequence[int] = (1883,)
     payload_limit: int | None = None  # cut PUBLISH payloads to this; None keeps them whole
     version: int | None = None  # the level to assume where a CONNECT is missing
@@ -152,6 +166,8 @@ class PipelineOptions:
     jvm_cache: str | None = None
     #: which input files are pieces of one capture: auto, never, one (.sets)
     group: str = "auto"
+    #: whether the JVM's start-up lines (its warnings, log4j's profile) reach stderr
+    jvm_lines: bool = True
 
     def split_for(self, master: str) -> int | None:
         """The split size in bytes (None: never) for a run on ``master``."""
@@ -210,24 +226,79 @@ class PipelineResult:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-class Counters(NamedTuple):
-    """Running totals of the decoding, as Spark accumulators that the tasks add to as
-    each file finishes (read ``.value`` on the driver)."""
+@dataclass
+class Counters:
+    """Totals of the decoding: what the tasks report (:data:`STATS` rows), summed."""
 
-    files: Accumulator[int]
-    bytes: Accumulator[int]
-    records: Accumulator[int]
-    packets: Accumulator[int]
-    errors: Accumulator[int]
+    files: int = 0
+    bytes: int = 0
+    records: int = 0
+    packets: int = 0
+    errors: int = 0
+
+    def add(self, other: Counters) -> None:
+        for name in _COUNTER_NAMES:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def json(self) -> str:
+        return json.dumps(astuple(self))
+
+    @classmethod
+    def parse(cls, text: str | builtins.bytes) -> Counters:
+        return cls(*json.loads(text))
+
+    @classmethod
+    def of_reports(cls, texts: Iterable[str | builtins.bytes]) -> Counters:
+        """The sum of reports (:meth:`json`)."""
+        total = cls()
+        for text in texts:
+            total.add(cls.parse(text))
+        return total
+
+
+_COUNTER_NAMES = tuple(f.name for f in fields(Counters))
+
+
+class _TaskTotals(Counters):
+    """A task's running totals; with ``progress`` (a directory the driver reads), each
+    capture's end is written there too, as this task's file (:func:`_progress_of`)."""
+
+    def __init__(self, progress: str | None = None) -> None:
+        super().__init__()
+        self.progress = progress
+        self.name = uuid.uuid4().hex
+
+    def done(self) -> None:
+        """A capture (or a range) finished: tell the driver's progress lines."""
+        if self.progress is None:
+            return
+        with contextlib.suppress(OSError):  # progress is only shown: never fail for it
+            os.makedirs(self.progress, exist_ok=True)
+            path = os.path.join(self.progress, self.name)
+            with open(path + ".part", "w") as f:
+                f.write(self.json())
+            os.replace(path + ".part", path + ".json")
+
+
+def _progress_of(directory: str) -> Counters:
+    """The totals the tasks wrote under ``directory`` so far (:class:`_TaskTotals`)."""
+    total = Counters()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(directory):
+            if name.endswith(".json"):
+                with contextlib.suppress(OSError, ValueError):
+                    with open(os.path.join(directory, name)) as f:
+                        total.add(Counters.parse(f.read()))
+    return total
 
 
 class _Progress:
-    """The run's counters, and a driver thread that prints them every ``interval``
-    seconds while decoding runs."""
+    """A driver thread that prints the run's totals every ``interval`` seconds while
+    decoding runs, as ``current()`` gives them."""
 
-    def __init__(self, counters: Counters, total_files: int, total_bytes: int,
+    def __init__(self, current: Callable[[], Counters], total_files: int, total_bytes: int,
                  interval: float, stream: Any = None) -> None:
-        self.counters = counters
+        self.current = current
         self.total_files = total_files
         self.total_bytes = total_bytes
         self.interval = interval
@@ -238,10 +309,10 @@ class _Progress:
                                         daemon=True)
 
     def line(self) -> str:
-        c = self.counters
-        return (f"progress: {c.files.value}/{self.total_files} files, "
-                f"{_mib(c.bytes.value)}/{_mib(self.total_bytes)}, "
-                f"{c.packets.value:,} packets decoded, "
+        c = self.current()
+        return (f"progress: {c.files}/{self.total_files} files, "
+                f"{_mib(c.bytes)}/{_mib(self.total_bytes)}, "
+                f"{c.packets:,} packets decoded, "
                 f"{_clock(time.monotonic() - self.started)} elapsed")
 
     def _run(self) -> None:
@@ -273,7 +344,7 @@ def _clock(seconds: float) -> str:
 
 
 def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
-               counters: Counters, share: Share | None = None, files: int = 1
+               totals: _TaskTotals, share: Share | None = None, files: int = 1
                ) -> Iterator[Batch]:
     """Decode one capture file (``share`` of its connections: .shares) into its tables'
     batches; any failure to read it becomes its error row.  (A set of ``files`` files:
@@ -282,8 +353,10 @@ def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
 
     stats = FileStats()
     first = share is None or share.index == 0  # the one task of the file that counts it
+    opened = False
     try:
         with opener() as f:
+            opened = True
             yield from decode_capture(f, name, ports=how.ports,
                                       payload_limit=how.payload_limit,
                                       version=how.version, stats=stats, share=share)
@@ -291,7 +364,7 @@ def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
         if first:
             stats.errors += 1
             yield from capture_error_batches(name, f"cannot read the file: "
-                                                   f"{exc.strerror or exc}")
+                                                   f"{exc.strerror or exc}", opened=opened)
     # A decoder bug must not cost the other files their results: it is reported as this
     # file's error row, with what to do about it.
     except Exception as exc:  # noqa: BLE001
@@ -300,11 +373,25 @@ def _file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
             name, f"decoding stopped by {type(exc).__name__}: {exc} "
                   "(an mqttwire bug: please report it with the capture)")
     if first:
-        counters.files.add(files)
-        counters.bytes.add(size)
-    counters.records.add(stats.records)
-    counters.packets.add(stats.packets)
-    counters.errors.add(stats.errors)
+        totals.files += files
+        totals.bytes += size
+    totals.records += stats.records
+    totals.packets += stats.packets
+    totals.errors += stats.errors
+    totals.done()
+
+
+@dataclass(frozen=True)
+class _Out:
+    """What a decoding task returns: ``write`` turns its tables' batches into its output
+    rows (staged rows for Spark, :func:`_stage_all`, or the WRITTEN rows of the files it
+    wrote itself, :meth:`.parquet.PartFiles.write`), ``report`` its totals into one row
+    of the same schema (:data:`STATS`); ``progress``: a directory for the progress
+    lines' files (:class:`_TaskTotals`), or None."""
+
+    write: Callable[[Iterable[Batch]], Iterator[pa.RecordBatch]]
+    report: Callable[[Counters], pa.RecordBatch]
+    progress: str | None = None
 
 
 def _stage_all(batches: Iterable[Batch]) -> Iterator[pa.RecordBatch]:
@@ -315,12 +402,36 @@ def _stage_all(batches: Iterable[Batch]) -> Iterator[pa.RecordBatch]:
         yield stage(table, batch)
 
 
+def _staged_report(totals: Counters) -> pa.RecordBatch:
+    """A task's totals as a STAGED row."""
+    import pyarrow as pa
+
+    from .schema import STAGED
+
+    return pa.RecordBatch.from_arrays([pa.array([STATS]), pa.array([totals.json().encode()],
+                                                                    pa.binary())],
+                                      schema=STAGED)
+
+
+def _written_report(totals: Counters) -> pa.RecordBatch:
+    """A task's totals as a WRITTEN row."""
+    import pyarrow as pa
+
+    from .parquet import WRITTEN
+
+    return pa.RecordBatch.from_arrays([pa.array([STATS]), pa.array([totals.json()]),
+                                       pa.array([0], pa.int64())], schema=WRITTEN)
+
+
+STAGED_OUT = _Out(_stage_all, _staged_report)
+
+
 #: A row of the streaming reader's listing: (name, path, size, problem, share, shares,
 #: parts): ``parts`` the files of a set (.sets.SetFile.parts), else None.
 Listed = tuple[str, "str | None", int, "str | None", int, int, "str | None"]
 
 
-def _listed_files(rows: Iterable[Listed], how: Decoding, counters: Counters
+def _listed_files(rows: Iterable[Listed], how: Decoding, totals: _TaskTotals
                   ) -> Iterator[Batch]:
     """Open and stream each listed file (its share of the connections when ``shares`` >
     1) into its tables' batches."""
@@ -329,65 +440,80 @@ def _listed_files(rows: Iterable[Listed], how: Decoding, counters: Counters
 
     for name, path, size, problem, index, count, parts in rows:
         if problem is not None:
-            counters.files.add(1)
-            counters.errors.add(1)
-            yield from capture_error_batches(name, problem)
+            totals.files += 1
+            totals.errors += 1
+            yield from capture_error_batches(name, problem, opened=False)
+            totals.done()
             continue
         share = Share(index, count) if count > 1 else None
         if parts is not None:  # a set of files, read as one capture (.sets)
             from .sets import set_opener
 
             opener, files = set_opener(parts)
-            yield from _file_task(name, opener, size, how, counters, share, files)
+            yield from _file_task(name, opener, size, how, totals, share, files)
             continue
-        yield from _file_task(name, partial(open, path, "rb"), size, how, counters, share)
+        yield from _file_task(name, partial(open, path, "rb"), size, how, totals, share)
 
 
-def _stream_task(how: Decoding, counters: Counters, out: Output) -> ArrowMap:
-    """mapInArrow function over listing rows (:data:`Listed`); ``out`` turns the task's
-    table batches into what the task returns."""
-    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[Listed]:
+def _stream_task(tasks: list[list[Listed]], how: Decoding, out: _Out) -> ArrowMap:
+    """mapInArrow function over a range of task indexes (one a partition): each task's
+    listing rows (:data:`Listed`) decoded, ``out`` of their batches, then the task's
+    report."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        totals = _TaskTotals(out.progress)
         for batch in batches:
-            yield from zip(*(c.to_pylist() for c in batch.columns))
+            for index in batch.column(0).to_pylist():
+                yield from out.write(_listed_files(tasks[index], how, totals))
+        yield out.report(totals)
 
-    return lambda batches: out(_listed_files(rows(batches), how, counters))
-
-
-def _rdd_task(how: Decoding, counters: Counters, out: Output
-              ) -> Callable[[Iterable[Listed]], Iterator[tuple[Any, ...]]]:
-    """The same over an RDD's partition of listing rows, returning ``out``'s rows as
-    tuples (for :func:`_write_directly`, whose tasks return only a row per file)."""
-    def task(rows: Iterable[Listed]) -> Iterator[tuple[Any, ...]]:
-        for batch in out(_listed_files(rows, how, counters)):
-            yield from zip(*(c.to_pylist() for c in batch.columns))
-
-    return task
+    return run
 
 
-def _rdd_tasks(how: Decoding, counters: Counters, out: Output
-               ) -> Callable[[Iterable[list[Listed]]], Iterator[tuple[Any, ...]]]:
-    """:func:`_rdd_task` over a partition of tasks (:func:`_tasks`: one each partition),
-    each a list of listing rows."""
-    task = _rdd_task(how, counters, out)
-    return lambda tasks: task(chain.from_iterable(tasks))
-
-
-def _binary_task(names: dict[str, str], how: Decoding, counters: Counters,
-                 out: Output) -> ArrowMap:
+def _binary_task(names: dict[str, str], how: Decoding, out: _Out) -> ArrowMap:
     """mapInArrow function over binaryFile's (path, content) rows."""
-    def tables(batches: Iterator[pa.RecordBatch]) -> Iterator[Batch]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        for batch in batches:
-            paths = batch.column(0).to_pylist()
-            contents = batch.column(1)
-            for i, uri in enumerate(paths):
-                content = contents[i].as_buffer()
-                name = names.get(uri) or uri.rsplit("/", 1)[-1]
-                yield from _file_task(name, partial(pa.BufferReader, content), content.size,
-                                      how, counters)
+        totals = _TaskTotals(out.progress)
 
-    return lambda batches: out(tables(batches))
+        def tables() -> Iterator[Batch]:
+            for batch in batches:
+                paths = batch.column(0).to_pylist()
+                contents = batch.column(1)
+                for i, uri in enumerate(paths):
+                    content = contents[i].as_buffer()
+                    name = names.get(uri) or uri.rsplit("/", 1)[-1]
+                    yield from _file_task(name, partial(pa.BufferReader, content),
+                                          content.size, how, totals)
+
+        yield from out.write(tables())
+        yield out.report(totals)
+
+    return run
+
+
+def _server_call(payload: bytes) -> ArrowMap:
+    """mapInArrow function of :func:`on_server`."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        function, args = pickle.loads(payload)
+        result = pickle.dumps(function(*args))
+        yield pa.RecordBatch.from_arrays([pa.array([result], pa.binary())], ["result"])
+
+    return run
+
+
+def on_server(spark: SparkSession, function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` run where ``spark``'s tasks run, in one task (a DataFrame
+    job), its result pickled back: for a Spark Connect session, whose client does not
+    see the server's files (the local listing and the grouping of the inputs)."""
+    rows = (spark.range(1, numPartitions=1)
+            .mapInArrow(_server_call(pickle.dumps((function, args))), "result binary")
+            .collect())
+    return pickle.loads(rows[0][0])
 
 
 # ---------------------------------------------------------------------------------------
@@ -418,43 +544,40 @@ def _plan(files: list[CaptureFile], reader: str) -> tuple[list[CaptureFile], lis
 
 
 def _decoded(spark: SparkSession, files: list[CaptureFile], how: Decoding, reader: str,
-             counters: Counters, out: Output, out_schema: pa.Schema) -> DataFrame:
-    """What the tasks return (``out`` of every table's batches, in ``out_schema``), one
-    task per file."""
+             out: _Out, out_schema: pa.Schema, cores: Callable[[], int],
+             share_size: int | None = None) -> DataFrame:
+    """What the tasks return (``out`` of every table's batches, in ``out_schema``, and
+    each task's report), one task per file, or per share of a file of at least
+    ``share_size`` bytes (.connection_shares), small files packed together (.packing)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = from_arrow_schema(out_schema)
     stream, binary = _plan(files, reader)
     parts: list[DataFrame] = []
     if stream:
-        # parallelize() with one slice per element gives each task (a list of listing
-        # rows: small files packed together) its own partition.
-        sc = spark.sparkContext
-        tasks = _tasks(sc, stream, None, _packing(sc, spark))
-        rdd = sc.parallelize(tasks, len(tasks)).flatMap(lambda rows: rows)
-        listing = spark.createDataFrame(
-            rdd, "name string, path string, size long, problem string, share int, "
-                 "shares int, parts string")
-        parts.append(listing.mapInArrow(_stream_task(how, counters, out), schema))
+        # A range of task indexes, one a partition: each task its own Spark task, as
+        # parallelize() with a slice per element made them.
+        tasks = _tasks(cores(), stream, share_size, _packing(spark, cores))
+        parts.append(spark.range(len(tasks), numPartitions=len(tasks))
+                     .mapInArrow(_stream_task(tasks, how, out), schema))
     if binary:
         # Spark packs small files into shared tasks by its own rule and settings, the
         # ones the streaming reader follows (.packing); a task decodes each in turn.
         names = {f.uri: f.name for f in binary}
         raw = spark.read.format("binaryFile").load([f.uri for f in binary])
         parts.append(raw.select("path", "content").mapInArrow(
-            _binary_task(names, how, counters, out), schema))
+            _binary_task(names, how, out), schema))
     return _union(parts)
 
 
-def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
+def _listing(cores: int, stream: list[CaptureFile], share_size: int | None
              ) -> list[Listed]:
     """The streaming reader's tasks, a row each: every file, or every share of a file of
-    at least ``share_size`` bytes (.connection_shares), largest first so that one big file does not
-    start last."""
+    at least ``share_size`` bytes (.connection_shares; at most ``cores`` shares), largest
+    first so that one big file does not start last."""
     from .connection_shares import share_count
     from .sets import SetFile
 
-    cores = sc.defaultParallelism
     rows: list[Listed] = []
     for f in sorted(stream, key=lambda f: -f.size):
         # A gzip stream reads from its start only: each share would decompress the whole
@@ -467,16 +590,21 @@ def _listing(sc: SparkContext, stream: list[CaptureFile], share_size: int | None
     return rows
 
 
-def _packing(sc: SparkContext, session: SparkSession | None) -> Packing:
-    """Spark's file packing settings (.packing): the session's SQL conf when there is a
-    session, else the context's conf (what spark-submit or the builder set)."""
+def _packing(spark: SparkSession, cores: Callable[[], int]) -> Packing:
+    """Spark's file packing settings (.packing) from the session's conf (which holds
+    the SQL settings and, on a classic session, the SparkConf's: spark-submit's
+    ``--conf``, spark-defaults.conf); ``cores`` is asked only when the conf does not
+    name the minimum number of tasks."""
     from .packing import Packing
 
-    if session is not None:
-        conf = session.conf
-        return Packing.from_conf(lambda key: conf.get(key, None), sc.defaultParallelism)
-    spark_conf = sc.getConf()
-    return Packing.from_conf(lambda key: spark_conf.get(key), sc.defaultParallelism)
+    conf = spark.conf
+    values = {key: conf.get(key, None) for key in (
+        "spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes",
+        "spark.sql.files.minPartitionNum", "spark.sql.leafNodeDefaultParallelism",
+        "spark.sql.files.maxPartitionNum")}
+    named = values["spark.sql.files.minPartitionNum"] or \
+        values["spark.sql.leafNodeDefaultParallelism"]
+    return Packing.from_conf(values.get, 1 if named else cores())
 
 
 def _packable(f: CaptureFile, share_size: int | None, cores: int) -> bool:
@@ -493,18 +621,17 @@ def _packable(f: CaptureFile, share_size: int | None, cores: int) -> bool:
             and share_count(f.size, share_size, cores) == 1)
 
 
-def _tasks(sc: SparkContext, stream: list[CaptureFile], share_size: int | None,
+def _tasks(cores: int, stream: list[CaptureFile], share_size: int | None,
            packing: Packing | None) -> list[list[Listed]]:
     """The streaming reader's tasks, each a list of listing rows (:func:`_listing`): the
     small files packed by ``packing`` (.packing; None: a task each), the others a task
     each (a task per share); the largest tasks first, so that one big task does not
     start last."""
     if packing is None:
-        return [[row] for row in _listing(sc, stream, share_size)]
-    cores = sc.defaultParallelism
+        return [[row] for row in _listing(cores, stream, share_size)]
     alone = [f for f in stream if not _packable(f, share_size, cores)]
-    tasks = [[row] for row in _listing(sc, alone, share_size)]
-    rows = _listing(sc, [f for f in stream if _packable(f, share_size, cores)], None)
+    tasks = [[row] for row in _listing(cores, alone, share_size)]
+    rows = _listing(cores, [f for f in stream if _packable(f, share_size, cores)], None)
     tasks += [[rows[i] for i in task] for task in packing.pack([row[2] for row in rows])]
     tasks.sort(key=lambda task: -sum(row[2] for row in task))  # stable
     return tasks
@@ -538,9 +665,8 @@ class Tables:
     errors: DataFrame
     #: The inputs as listed, one per file, with the problem of each unreadable one.
     files: list[CaptureFile]
-    #: Running totals, filled as actions decode the captures.
-    counters: Counters
-    #: Every table's batches, staged in one DataFrame (see the module docstring).
+    #: Every table's batches, staged in one DataFrame (see the module docstring), and
+    #: each task's report (:data:`STATS`).
     staged: DataFrame
     #: The files split over several tasks (:mod:`.split`), or None.
     split: SplitRead | None = None
@@ -574,6 +700,17 @@ class Tables:
         self.staged.unpersist()
         return self
 
+    def totals(self) -> Counters:
+        """The decoding's totals (files, bytes, records, packets, errors), from the
+        tasks' reports: an action (which decodes the captures, unless persisted)."""
+        from pyspark.sql import functions as F
+
+        reports = self.staged.where(F.col("table") == STATS).select("data").collect()
+        total = Counters.of_reports(row[0] for row in reports)
+        if self.split is not None:
+            total.add(self.split.read_totals())
+        return total
+
 
 def read_tables(spark: SparkSession, inputs: Sequence[str], *,
                 ports: Sequence[int] = (1883,), payload_limit: int | None = None,
@@ -594,9 +731,8 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
     a "capture_error" row in ``errors`` and ``packets``.  The files of folders (and
     globs) that are not captures are not read: ``skipped`` names them (:mod:`.inputs`)."""
     _check_reading(reader, split_size, None, group)  # before Spark is used
-    return _tables(spark, _Plan.make(_Spark(spark.sparkContext, spark), inputs, ports,
-                                     payload_limit, version, reader, split_size,
-                                     group=group))
+    return _tables(spark, _Plan.make(spark, inputs, ports, payload_limit, version, reader,
+                                     split_size, group=group))
 
 
 def _tables(spark: SparkSession, plan: _Plan) -> Tables:
@@ -608,8 +744,8 @@ def _tables(spark: SparkSession, plan: _Plan) -> Tables:
     from .schema import STAGED, TABLES
     from .split import RETAIN_EVENTS, retained
 
-    files, counters, whole, split = plan.files, plan.counters, plan.whole, plan.split
-    parts = [plan.decoded(spark, _stage_all, STAGED)] if whole else []
+    files, whole, split = plan.files, plan.whole, plan.split
+    parts = [plan.decoded(spark, STAGED_OUT, STAGED)] if whole else []
     if split is not None and split.files:
         parts.append(split.staged(spark))
     staged = _union(parts) if parts else spark.createDataFrame([], from_arrow_schema(STAGED))
@@ -629,7 +765,7 @@ def _tables(spark: SparkSession, plan: _Plan) -> Tables:
 
     return Tables(packets=table("packets"), connections=table("connections"),
                   messages=table("messages"), retained=table("retained"),
-                  errors=table("errors"), files=files, counters=counters, staged=staged,
+                  errors=table("errors"), files=files, staged=staged,
                   split=split, skipped=plan.skipped)
 
 
@@ -652,37 +788,20 @@ def _check_reading(reader: str, split_size: int | None, share_size: int | None,
                              f"not {value!r}")
 
 
-class _Spark:
-    """The run's Spark: its context, and a SQL session made when a step first asks for
-    one.  A run whose tasks read local files and write the tables runs no SQL, and on a
-    fresh JVM a session takes about 1.2 s to make (benchmarks/history/capture.md)."""
+class _Cores:
+    """The cores of the run's Spark (:func:`~.startup.cores_of`), asked once, when a
+    step first needs them."""
 
-    def __init__(self, context: SparkContext, session: SparkSession | None = None) -> None:
-        self.context = context
-        self._session = session
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.value: int | None = None
 
-    def __repr__(self) -> str:
-        return f"_Spark({self.context.master!r}, session={self._session is not None})"
+    def __call__(self) -> int:
+        if self.value is None:
+            from .startup import cores_of
 
-    @property
-    def session(self) -> SparkSession:
-        if self._session is None:
-            from pyspark.sql import SparkSession
-
-            self._session = SparkSession.builder.getOrCreate()  # on self.context
-        return self._session
-
-    @property
-    def existing(self) -> SparkSession | None:
-        """The session if there is one already (without making one)."""
-        return self._session
-
-    def stop(self) -> None:
-        """Stop the session, if one was made, and the context."""
-        if self._session is not None:
-            self._session.stop()
-        else:
-            self.context.stop()
+            self.value = cores_of(self.spark)
+        return self.value
 
 
 @dataclass
@@ -690,13 +809,13 @@ class _Plan:
     """The inputs of a run, listed, and how the tasks will read them."""
 
     files: list[CaptureFile]
-    counters: Counters
     how: Decoding
     reader: str
     #: The files read whole, one task each (a set of files, .sets, is one SetFile).
     whole: list[CaptureFile]
     #: The files read in byte ranges (the range reads done and checked), or None.
     split: SplitRead | None
+    cores: Callable[[], int]
     #: Files at least this large are read in shares when the tasks write (.connection_shares).
     share_size: int | None = None
     #: The files of the input folders (and globs) that are not captures, not read.
@@ -706,23 +825,21 @@ class _Plan:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def make(cls, spark: _Spark, inputs: Sequence[str], ports: Sequence[int],
+    def make(cls, spark: SparkSession, inputs: Sequence[str], ports: Sequence[int],
              payload_limit: int | None, version: int | None, reader: str,
              split_size: int | None, share_size: int | None = None, *,
-             group: str = "auto") -> _Plan:
+             group: str = "auto", progress: str | None = None) -> _Plan:
         from .batches import Decoding
-        from .sets import SetFile, group_inputs, set_lines
+        from .sets import SetFile, set_lines
         from .split import read_split
 
         skipped: list[Skipped] = []
-        files = list_inputs(spark.context, inputs, skipped=skipped)
-        # Files that are pieces of one capture: one unit each set (.sets).
-        units, notes = group_inputs(files, group, by_path=reader != "binaryfile")
-        sc = spark.context
-        counters = Counters(*(sc.accumulator(0) for _ in Counters._fields))
+        files, units, notes = _resolve(spark, inputs, group, reader != "binaryfile",
+                                       skipped)
         # read_capture keeps no payload without a limit: the pipeline keeps them whole.
         limit = sys.maxsize if payload_limit is None else payload_limit
         how = Decoding(tuple(ports), limit, version)
+        cores = _Cores(spark)
         whole = units
         split = None
         if split_size is not None and reader != "binaryfile":
@@ -733,35 +850,67 @@ class _Plan:
                    and all(local_path(m.uri) is not None and not m.gzip
                            for m in (f.members if isinstance(f, SetFile) else [f]))]
             if big:
-                split = read_split(spark.context, big, split_size, how, counters)
+                split = read_split(spark, big, split_size, how, cores(), progress)
                 whole = [f for f in units if all(f is not g for g in split.files)]
-        return cls(files, counters, how, reader, whole, split, share_size, skipped=skipped,
+        return cls(files, how, reader, whole, split, cores, share_size, skipped=skipped,
                    sets=set_lines(units), notes=notes)
 
-    def decoded(self, spark: SparkSession, out: Output, schema: pa.Schema) -> DataFrame:
+    def decoded(self, spark: SparkSession, out: _Out, schema: pa.Schema) -> DataFrame:
         """The tasks of the files read whole, returning ``out`` of their batches."""
-        return _decoded(spark, self.whole, self.how, self.reader, self.counters, out, schema)
+        return _decoded(spark, self.whole, self.how, self.reader, out, schema, self.cores)
 
-    def written(self, spark: _Spark, out: Output) -> list[tuple[Any, ...]]:
+    def written(self, spark: SparkSession, out: _Out) -> list[tuple[Any, ...]]:
         """Run the tasks of the files read whole, each writing its own files (``out``:
         :meth:`.parquet.PartFiles.write`), large files in shares (.connection_shares); their
-        :data:`~.parquet.WRITTEN` rows.  The streaming reader's tasks are a plain RDD
-        job: their input is a short list and their output a row per file, so a SQL
-        plan and Arrow conversions in the JVM would do nothing useful, and on a fresh
-        JVM they cost about 2 s (benchmarks/history/capture.md); nor do they need a SQL session."""
+        :data:`~.parquet.WRITTEN` rows, and their reports."""
         from .parquet import WRITTEN
 
-        stream, binary = _plan(self.whole, self.reader)
-        rows: list[tuple[Any, ...]] = []
-        if stream:
-            sc = spark.context
-            tasks = _tasks(sc, stream, self.share_size, _packing(sc, spark.existing))
-            rows += (sc.parallelize(tasks, len(tasks))
-                     .mapPartitions(_rdd_tasks(self.how, self.counters, out)).collect())
-        if binary:
-            rows += _decoded(spark.session, binary, self.how, self.reader, self.counters,
-                             out, WRITTEN).collect()
-        return rows
+        frame = _decoded(spark, self.whole, self.how, self.reader, out, WRITTEN, self.cores,
+                         self.share_size)
+        return [tuple(row) for row in frame.collect()]
+
+
+def _resolve(spark: SparkSession, inputs: Sequence[str], group: str, by_path: bool,
+             skipped: list[Skipped]) -> tuple[list[CaptureFile], list[CaptureFile], list[str]]:
+    """The inputs listed (.inputs) and grouped into units of work (.sets): the files,
+    the units, the grouping's notes; ``skipped`` gets the files of folders that are not
+    captures.  On a Spark Connect session the local paths are the server's: they are
+    listed, and grouped, in a task (:func:`on_server`); the other URIs through
+    DataFrames."""
+    from .sets import group_inputs
+    from .startup import is_connect
+
+    if not is_connect(spark):
+        listed = list_inputs(spark, inputs, skipped=skipped)
+        return (listed, *group_inputs(listed, group, by_path=by_path))
+    local = [arg for arg in inputs if local_path(arg) is not None]
+    files: list[CaptureFile] = []
+    units: list[CaptureFile] = []
+    notes: list[str] = []
+    if local:
+        # One pickle: the units are (or hold) the very files of the list.
+        files, left, units, notes = on_server(spark, _list_and_group, local, group,
+                                              by_path)
+        skipped += left
+    remote = [arg for arg in inputs if local_path(arg) is None]
+    if remote:  # never grouped: only files that tasks open by path are (.sets)
+        found = list_inputs(spark, remote, skipped=skipped)
+        files += found
+        units += found
+        name_captures(files)
+    return files, units, notes
+
+
+def _list_and_group(inputs: list[str], group: str, by_path: bool
+                    ) -> tuple[list[CaptureFile], list[Skipped], list[CaptureFile], list[str]]:
+    """Local inputs listed (.inputs.list_inputs) and grouped (.sets.group_inputs) where
+    this runs: a Spark Connect server's task (:func:`_resolve`)."""
+    from .sets import group_inputs
+
+    skipped: list[Skipped] = []
+    files = list_inputs(None, inputs, skipped=skipped)
+    units, notes = group_inputs(files, group, by_path=by_path)
+    return files, skipped, units, notes
 
 
 def _written(spark: SparkSession, target: str) -> dict[str, DataFrame]:
@@ -790,37 +939,48 @@ def _write_tables(tables: Tables, target: str) -> None:
             done.result()
 
 
-def _write_directly(spark: _Spark, plan: _Plan, target: str, progress: _Progress,
-                    phase: Callable[[str], None]) -> dict[str, int]:
-    """The tasks decode and write their files themselves (:mod:`.parquet`); the driver
-    commits them.  Returns the rows per table, as the tasks reported them."""
-    from .parquet import PartFiles, commit, merge_events, staging_root
+def _write_directly(spark: SparkSession, plan: _Plan, target: str, root: str,
+                    progress: _Progress, phase: Callable[[str], None]
+                    ) -> tuple[dict[str, int], Counters]:
+    """The tasks decode and write their files themselves (:mod:`.parquet`) under
+    ``root``; the driver commits them.  Returns the rows per table, as the tasks
+    reported them, and the decoding's totals."""
+    from .parquet import PartFiles, commit, merge_events
 
-    root = staging_root(target)
     phase("list")
     try:
         reported: list[Any] = []  # WRITTEN rows
+        out = _Out(PartFiles(root).write, _written_report, _progress_dir(root))
         if plan.whole or plan.split is not None:
             progress.start()
             try:
                 if plan.whole:
-                    reported = plan.written(spark, PartFiles(root).write)
+                    reported = plan.written(spark, out)
                 if plan.split is not None:
-                    reported += plan.split.written(PartFiles(root).write)
+                    reported += plan.split.written(out)
             finally:
                 progress.stop()
-        written = merge_events(root, reported)
+        totals = Counters.of_reports(row[1] for row in reported if row[0] == STATS)
+        if plan.split is not None:
+            totals.add(plan.split.read_totals())
+        written = merge_events(root, [row for row in reported if not row[0].startswith("_")])
         phase("decode")
         counts = commit(target, root, written, TABLE_NAMES)
         phase("write")
-        return counts
+        return counts, totals
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _progress_dir(root: str) -> str:
+    """Where the writing tasks leave their totals for the progress lines."""
+    return os.path.join(root, "_progress")
+
+
 def _write_through_spark(spark: SparkSession, plan: _Plan, target: str,
-                         progress: _Progress, phase: Callable[[str], None]) -> None:
-    """The tasks stage their batches, Spark persists them and writes each table."""
+                         phase: Callable[[str], None]) -> Counters:
+    """The tasks stage their batches, Spark persists them and writes each table; the
+    decoding's totals."""
     # Times as Parquet's INT64 TIMESTAMP(MICROS, UTC), as the tasks write them
     # (.parquet), not Spark's legacy INT96: the same files whichever path wrote them.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -828,14 +988,12 @@ def _write_through_spark(spark: SparkSession, plan: _Plan, target: str,
     decoded.persist()
     phase("list")
     try:
-        progress.start()
-        try:
-            decoded.staged.count()  # decodes every file and persists the staged rows
-        finally:
-            progress.stop()
+        # Decodes every file and persists the staged rows, of which the reports come back.
+        totals = decoded.totals()
         phase("decode")
         _write_tables(decoded, target)
         phase("write")
+        return totals
     finally:
         decoded.unpersist()
 
@@ -865,17 +1023,30 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                  out: Any = None) -> PipelineResult:
     """Run the pipeline (see the module docstring); print progress to stderr and the
     summary and totals to ``out`` (default stdout).  ``spark``: an existing session to
-    use (else one is made for ``options.master`` and stopped at the end)."""
+    use, classic or Spark Connect (else one is made for ``options.master``, or on the
+    Connect server ``options.remote``, and stopped at the end)."""
     from ..capture.files import skipped_line
     from .figures import ArrowFigures, SparkFigures
+    from .parquet import staging_root
     from .report import write_summary
-    from .startup import ClassArchive, default_master, jvm_running, make_context
+    from .startup import (
+        ClassArchive,
+        connect_session,
+        default_master,
+        is_connect,
+        jvm_lines_hidden,
+        jvm_running,
+        make_session,
+        master_of,
+    )
 
     if options.writer not in ("auto", "tasks", "spark"):
         raise ValueError(f"writer must be auto, tasks or spark, not {options.writer!r}")
     if options.writer == "tasks" and local_path(options.out) is None:
         raise ValueError(f"writer 'tasks' needs the output on a local path, not "
                          f"{options.out!r}: use writer 'spark' or 'auto'")
+    if options.master is not None and options.remote is not None:
+        raise ValueError("give a master or a Spark Connect server (remote), not both")
     _check_reading(options.reader, options.split_for("local"), options.share_size,
                    options.group)  # before Spark
     out = out or sys.stdout
@@ -883,17 +1054,27 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     archive = None
     ahead: threading.Thread | None = None
     if spark is None:
-        if options.jvm_cache is not None and not jvm_running():
-            archive = ClassArchive(options.jvm_cache)
         ahead = _import_ahead()
         try:
-            run = _Spark(make_context(options.master or default_master(),
-                                      conf=options.session_conf(archive)))
+            if options.remote is not None:
+                spark = connect_session(options.remote)
+            else:
+                if options.jvm_cache is not None and not jvm_running():
+                    archive = ClassArchive(options.jvm_cache)
+                hidden = (jvm_lines_hidden() if not options.jvm_lines
+                          else contextlib.nullcontext())
+                with hidden:
+                    spark = make_session(options.master or default_master(),
+                                         conf=options.session_conf(archive))
         except BaseException:
             ahead.join()
             raise
-    else:
-        run = _Spark(spark.sparkContext, spark)
+    connect = is_connect(spark)
+    if connect and options.writer == "tasks":
+        raise ValueError("writer 'tasks' needs a classic session: on Spark Connect the "
+                         "client cannot move the tasks' files into place; use writer "
+                         "'spark' or 'auto'")
+    master = master_of(spark)
     stopping: threading.Thread | None = None  # the session stopping, beside the summary
     started = time.monotonic()
     timings: dict[str, float] = {}
@@ -906,10 +1087,16 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         lap = now
 
     try:
-        plan = _Plan.make(run, options.inputs, options.ports, options.payload_limit,
-                          options.version, options.reader,
-                          options.split_for(str(run.context.master)),
-                          options.share_size, group=options.group)
+        target = options.out.rstrip("/")
+        local_target = local_path(target)
+        # The tasks write the tables when the output is a local path that the driver
+        # (this process) sees: not over Spark Connect, whose server does the writing.
+        tasks_write = local_target is not None and options.writer != "spark" and not connect
+        root = staging_root(local_target) if tasks_write and local_target else None
+        plan = _Plan.make(spark, options.inputs, options.ports, options.payload_limit,
+                          options.version, options.reader, options.split_for(master),
+                          options.share_size, group=options.group,
+                          progress=_progress_dir(root) if root else None)
         files = plan.files
         if plan.skipped:
             print(skipped_line(len(plan.skipped), [s.name for s in plan.skipped]),
@@ -919,30 +1106,34 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         if plan.split is not None:
             print(f"mqttwire: {plan.split.line()}", file=sys.stderr)
         total = sum(f.size for f in files)
-        print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, master "
-              f"{run.context.master}", file=sys.stderr)
-        progress = _Progress(plan.counters, len(files), total, options.progress_interval)
-        target = options.out.rstrip("/")
-        local_target = local_path(target)
-        if local_target is not None and options.writer != "spark":
-            counts = _write_directly(run, plan, local_target, progress, phase)
+        where = f"Spark Connect {options.remote or 'session'}, master" if connect else "master"
+        print(f"mqttwire: {len(files)} capture file(s), {_mib(total)}, {where} "
+              f"{master}", file=sys.stderr)
+        if root is not None and local_target is not None:
+            progress = _Progress(partial(_progress_of, _progress_dir(root)), len(files),
+                                 total, options.progress_interval)
+            counts, totals = _write_directly(spark, plan, local_target, root, progress, phase)
         else:
-            _write_through_spark(run.session, plan, target, progress, phase)
+            totals = _write_through_spark(spark, plan, target, phase)
             counts = {}
         figures: ArrowFigures | SparkFigures
-        if local_target is not None and (counts or str(run.context.master).startswith("local")):
+        if local_target is not None and not connect and (counts or master.startswith("local")):
             # The driver sees the files (it committed them, or it ran the tasks):
             # Arrow reads them without Spark's first-read costs (.figures).
             figures = ArrowFigures(local_target)
             if own_session:
                 # Spark has done its part: it stops (about 1 s) while Arrow summarises.
-                stopping = threading.Thread(target=run.stop, name="mqttwire-stop-spark")
+                stopping = threading.Thread(target=spark.stop, name="mqttwire-stop-spark")
                 stopping.start()
         else:
-            figures = SparkFigures(_written(run.session, target))
+            figures = SparkFigures(_written(spark, target))
         if not counts:  # else the tasks reported them; errors: the summary counts them
             counts = {name: figures.rows(name) for name in TABLE_NAMES if name != "errors"}
-        summary_dir = options.summary_dir or local_target or "."
+        # On Spark Connect the output is the server's: the summary goes there when this
+        # machine sees it too (the same machine, a shared mount), else here.
+        seen = local_target if local_target is not None and (
+            not connect or os.path.isdir(local_target)) else None
+        summary_dir = options.summary_dir or seen or "."
         report = write_summary(figures, counts, summary_dir, options=options, files=files,
                                skipped=plan.skipped, sets=plan.sets, notes=plan.notes)
         counts = report.counts
@@ -950,17 +1141,16 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         phase("summary")
         elapsed = time.monotonic() - started
         print(report.text, file=out)
-        c = progress.counters
         print(f"done: {_count(len(files), 'file')} ({len(bad)} unreadable or corrupt), "
-              f"{_mib(total)}, {_count(c.packets.value, 'packet')}, "
-              f"{_count(c.errors.value, 'error/gap record')}, "
+              f"{_mib(total)}, {_count(totals.packets, 'packet')}, "
+              f"{_count(totals.errors, 'error/gap record')}, "
               f"{_count(counts.get('connections', 0), 'connection')}, "
               f"{_count(counts.get('messages', 0), 'message')}, in {elapsed:.1f} s; "
               f"tables in {target}/, summary in {report.path}", file=out)
         print("mqttwire: wall seconds by phase: "
               + ", ".join(f"{name} {seconds:.1f}" for name, seconds in timings.items()),
               file=sys.stderr)
-        return PipelineResult(files, c.records.value, c.packets.value, c.errors.value,
+        return PipelineResult(files, totals.records, totals.packets, totals.errors,
                               elapsed, report.path, report.chart_path, report.text, counts,
                               bad, timings, report.failures, plan.skipped)
     finally:
@@ -969,6 +1159,6 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         if stopping is not None:
             stopping.join()
         elif own_session:
-            run.stop()
+            spark.stop()
         if archive is not None and archive.finish():
             print(f"mqttwire: wrote the JVM's class archive {archive.path}", file=sys.stderr)

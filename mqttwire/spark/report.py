@@ -177,7 +177,8 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
     ``sets`` and ``notes``: the files read as one capture, and what to know about that
     (.sets)."""
     os.makedirs(directory, exist_ok=True)
-    first = _together({"overview": figures.overview, "known": figures.known,
+    first = _together({"overview": figures.overview, "error_kinds": figures.error_kinds,
+                       "known": figures.known,
                        "top": figures.top, "qos": figures.qos,
                        "retained_sent": figures.retained_sent,
                        "unmatched_acks": figures.unmatched_acks})
@@ -188,8 +189,8 @@ def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
     for r in overview:
         if r["kind"] == "packet":
             grid.setdefault(r["packet_type"], {})[r["protocol_version"]] = r["count"]
-        else:
-            by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + r["count"]
+    for r in first["error_kinds"]:
+        by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + r["count"]
     counts = dict(counts, errors=sum(by_kind.values()))
 
     parts = ["# mqttwire pipeline summary", ""]

@@ -14,11 +14,12 @@ A capture larger than the split size (``read_tables``' ``split_size``) is read l
    connection key's first frame there.  What crosses the JVM is a few rows of large
    byte strings, not a row per frame: on the 200 MB benchmark capture (16 connections,
    9 ranges), 153 rows instead of 1.17 million (benchmarks/history/capture.md).
-2. **The shuffle** (Spark's, as an RDD: the rows are few, and the JVM only moves their
-   bytes) brings each connection's rows into one partition by a hash of the capture and
-   connection key (:func:`partition_of`, the same in every Python process), sorted by
-   capture, connection, range and piece; the facts rows go to a partition of their own.
-3. **The check** (driver, which reads the facts' partition only):
+2. **The shuffle** (a DataFrame's ``repartition`` by capture and connection key, then
+   ``sortWithinPartitions`` by capture, connection, range and piece: the rows are few,
+   and the JVM only moves their bytes) brings each connection's rows into one
+   partition; the result is kept on the executors' disks (``localCheckpoint``,
+   ``DISK_ONLY``), which every later job reads instead of running the ranges again.
+3. **The check** (driver, which collects the facts rows):
    :func:`~mqttwire.capture.ranges.check_chain` proves, from the ranges' facts, that
    they read the file's own records; a file that fails it, or whose range met a format
    error, is read whole by one task instead (the ordinary path), which reports the real
@@ -58,13 +59,14 @@ one busy connection does not spread.
 from __future__ import annotations
 
 import json
-import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, cast
+
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from ..capture import MqttStreams, Record, read_with
 from ..capture.link import LINKTYPE_RAW
@@ -80,13 +82,12 @@ from .connection_shares import RETAIN_EVENTS, ShareTables
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pyspark import RDD, SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
     from .inputs import CaptureFile
 
-__all__ = ["FACTS", "PIECE_BYTES", "RETAIN_EVENTS", "FileSplit", "SplitRead", "check_file",
-           "decode_rows", "flow_key", "guessed_numbers", "openings_of", "partition_of",
+__all__ = ["FACTS", "PIECE_BYTES", "RETAIN_EVENTS", "ROWS", "FileSplit", "SplitRead",
+           "check_file", "decode_rows", "flow_key", "guessed_numbers", "openings_of",
            "range_rows", "read_split", "retained"]
 
 #: The connection key of a range's facts row (a connection's key is empty, 12 or 36
@@ -127,11 +128,15 @@ def range_rows(f: BinaryIO, capture: str, index: int, start: int, end: int,
     facts: dict[str, Any] = {"range": index, "start": start, "end": end, "member": member}
     first: dict[str, int] = {}
     result = range_sections(f, start, end, label or capture, piece_bytes, compiled)
+    rows = size = 0
     try:
         for key, piece, numbers, section in result:
             if not piece and key:
                 first[key.hex()] = array("q", numbers[:8])[0]
+            rows += 1
+            size += len(numbers) + len(section)
             yield (capture, key, index, piece), (numbers, section)
+        facts.update(rows=rows + 1, bytes=size)
         read = result.read
         assert read is not None
         facts.update({name: getattr(read, name) for name in _CHECKED})
@@ -146,18 +151,6 @@ def range_rows(f: BinaryIO, capture: str, index: int, start: int, end: int,
 #: The RangeRead attributes that chain_problem reads.
 _CHECKED = ("size", "format", "first", "start", "end", "sync", "next", "count",
             "late_head_block")
-
-
-def partition_of(partitions: int) -> Callable[[Key], int]:
-    """The shuffle's partition of a row's key: by capture and connection, a CRC (the
-    same in every process, unlike ``hash`` of a string), among ``partitions``; the
-    facts rows all go to one more partition, ``partitions``, so that the driver reads
-    them without reading the connections' rows."""
-    def partition(key: Key) -> int:
-        if key[1] == FACTS:
-            return partitions
-        return zlib.crc32(key[1], zlib.crc32(key[0].encode())) % partitions
-    return partition
 
 
 # ---------------------------------------------------------------------------------------
@@ -381,18 +374,58 @@ def guessed_numbers(facts: Sequence[dict[str, Any]], split: FileSplit) -> dict[i
 # ---------------------------------------------------------------------------------------
 # Executor side: the tasks
 
+#: The range tasks' rows (:data:`Row` as columns): a connection's frames of one range
+#: (``flow`` its key, ``numbers`` and ``section``), or a range's facts (``flow``
+#: :data:`FACTS`, no ``numbers``, ``section`` the facts as JSON).
+ROWS = pa.schema([("capture", pa.string()), ("flow", pa.binary()), ("range", pa.int32()),
+                  ("piece", pa.int32()), ("numbers", pa.binary()), ("section", pa.binary())])
+#: The DataFrame schema of :data:`ROWS`.
+ROWS_DDL = ("capture string, flow binary, range int, piece int, numbers binary, "
+            "section binary")
+#: What the openings job returns (:func:`openings_task`).
+OPENINGS_DDL = "capture string, range long, number long"
 
-def _range_task(counters: Any) -> Callable[[Iterable[tuple[Any, ...]]], Iterator[Row]]:
-    """mapPartitions function over (name, path, range, start, end, last, member, label)
-    rows."""
-    def run(listing: Iterable[tuple[Any, ...]]) -> Iterator[Row]:
-        for name, path, index, start, end, last, member, label in listing:
-            with open(path, "rb") as f:
-                yield from range_rows(f, name, index, start, end, member=member,
-                                      label=label)
-            counters.bytes.add(end - start)
-            if last:
-                counters.files.add(1)
+
+def _row_batch(row: Row) -> pa.RecordBatch:
+    (capture, flow, index, piece), (numbers, section) = row
+    data = section.encode() if isinstance(section, str) else section
+    return pa.RecordBatch.from_arrays(
+        [pa.array([capture], pa.string()), pa.array([flow], pa.binary()),
+         pa.array([index], pa.int32()), pa.array([piece], pa.int32()),
+         pa.array([numbers], pa.binary()), pa.array([data], pa.binary())], schema=ROWS)
+
+
+def _rows_of(batches: Iterable[pa.RecordBatch]) -> Iterator[Row]:
+    """The :data:`Row` tuples of batches of :data:`ROWS` (a facts row's JSON as text)."""
+    for batch in batches:
+        columns = [batch.column(i) for i in range(6)]
+        for i in range(batch.num_rows):
+            capture, flow, index, piece, numbers = (columns[j][i].as_py() for j in range(5))
+            section = columns[5][i].as_py()
+            if flow == FACTS:
+                yield (capture, flow, index, piece), (None, section.decode())
+            else:
+                yield (capture, flow, index, piece), (numbers, section)
+
+
+def _range_task(tasks: list[list[tuple[Any, ...]]], progress: str | None
+                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow function over a range of task indexes: each task's (name, path, range,
+    start, end, last, member, label) rows read, a :data:`ROWS` batch per row."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from .pipeline import _TaskTotals
+
+        totals = _TaskTotals(progress)
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                for name, path, index, start, end, last, member, label in tasks[task]:
+                    with open(path, "rb") as f:
+                        for row in range_rows(f, name, index, start, end, member=member,
+                                              label=label):
+                            yield _row_batch(row)
+                    totals.bytes += end - start
+                    totals.files += 1 if last else 0
+                    totals.done()
     return run
 
 
@@ -401,64 +434,62 @@ def _by_capture(rows: Iterable[Row]) -> Iterator[tuple[str, Iterator[Row]]]:
     return groupby((row for row in rows if row[0][1] != FACTS), key=lambda row: row[0][0])
 
 
-def openings_task(how: Decoding) -> Callable[[Iterable[Row]], Iterator[tuple[Any, ...]]]:
-    """mapPartitions function over a partition of shuffled rows: ("facts", capture,
-    JSON) for each facts row, ("opened", capture, range, number) for each connection
-    opened."""
-    def run(rows: Iterable[Row]) -> Iterator[tuple[Any, ...]]:
-        facts: list[tuple[Any, ...]] = []
-
-        def kept(rows: Iterable[Row]) -> Iterator[Row]:
-            for row in rows:
-                if row[0][1] == FACTS:
-                    facts.append(("facts", row[0][0], row[1][1]))
-                else:
-                    yield row
-
-        for capture, group in groupby(kept(rows), key=lambda row: row[0][0]):
-            for index, number in openings_of(capture, group, how):
-                yield "opened", capture, index, number
-        yield from facts
+def openings_task(how: Decoding) -> Callable[[Iterator[pa.RecordBatch]],
+                                             Iterator[pa.RecordBatch]]:
+    """mapInArrow function over a partition of shuffled rows (:data:`ROWS`): (capture,
+    range, number) of each connection's opening frame."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for capture, group in _by_capture(_rows_of(batches)):
+            found = openings_of(capture, group, how)
+            if found:
+                yield pa.RecordBatch.from_pydict(
+                    {"capture": [capture] * len(found),
+                     "range": [index for index, _ in found],
+                     "number": [number for _, number in found]},
+                    schema=pa.schema([("capture", pa.string()), ("range", pa.int64()),
+                                      ("number", pa.int64())]))
     return run
 
 
 def _decode_task(splits: dict[str, FileSplit], numbers: dict[str, dict[int, int]],
-                 how: Decoding, counters: Any, found: Any = None
-                 ) -> Callable[[Iterable[Row]], Iterator[Batch]]:
-    """The tables' batches of a partition of shuffled rows (its good files' only);
-    ``found`` (an accumulator of lists) gets (capture, frame) of every connection's
-    opening frame."""
-    def run(rows: Iterable[Row]) -> Iterator[Batch]:
-        stats = FileStats()
+                 how: Decoding, out: Any, report_openings: bool
+                 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """mapInArrow function over a partition of shuffled rows: ``out`` (the pipeline's
+    task output: its ``write`` and ``report``) of its good files' table batches, then
+    the task's report; with ``report_openings``, a WRITTEN row (table ``_opened``) of
+    (capture, frame) of every connection's opening frame, as JSON."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from .pipeline import _TaskTotals
+
+        totals = _TaskTotals(out.progress)
         opened: list[tuple[str, int]] = []
-        for capture, group in _by_capture(rows):
-            if capture in splits:
-                frames: list[int] = []
-                yield from decode_rows(capture, group, splits[capture], numbers[capture],
-                                       how, stats, opened=frames)
-                opened += [(capture, frame) for frame in frames]
-        counters.records.add(stats.records)
-        counters.packets.add(stats.packets)
-        counters.errors.add(stats.errors)
-        if found is not None:
-            found.add(opened)
+
+        def tables() -> Iterator[Batch]:
+            for capture, group in _by_capture(_rows_of(batches)):
+                if capture in splits:
+                    stats = FileStats()
+                    frames: list[int] = []
+                    yield from decode_rows(capture, group, splits[capture],
+                                           numbers[capture], how, stats, opened=frames)
+                    opened.extend((capture, frame) for frame in frames)
+                    totals.records += stats.records
+                    totals.packets += stats.packets
+                    totals.errors += stats.errors
+                    totals.done()
+
+        yield from out.write(tables())
+        yield out.report(totals)
+        if report_openings:
+            from .parquet import WRITTEN
+
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([OPENED]), pa.array([json.dumps(opened)]),
+                 pa.array([0], pa.int64())], schema=WRITTEN)
     return run
 
 
-def _list_accumulator(sc: SparkContext) -> Any:
-    """An accumulator of lists, joined (pyspark imported here: the executors' module
-    imports without it)."""
-    from pyspark.accumulators import AccumulatorParam
-
-    class ListParam(AccumulatorParam):  # type: ignore[type-arg]
-        def zero(self, value: list[Any]) -> list[Any]:
-            return []
-
-        def addInPlace(self, value1: list[Any], value2: list[Any]) -> list[Any]:  # noqa: N802
-            value1 += value2
-            return value1
-
-    return sc.accumulator([], ListParam())
+#: The table name of a decoding task's row of the frames that opened its connections.
+OPENED = "_opened"
 
 
 # ---------------------------------------------------------------------------------------
@@ -473,15 +504,15 @@ class SplitRead:
     files: list[CaptureFile]
     #: The files whose ranges failed the check: to be read whole.
     fallback: list[CaptureFile]
-    #: The shuffled rows (every file's), sorted by key in each partition.
-    shuffled: RDD[Row]
+    #: The shuffled rows (every file's, :data:`ROWS`), sorted by key in each partition,
+    #: kept on the executors' disks (a local checkpoint).
+    shuffled: DataFrame
     splits: dict[str, FileSplit]
     #: Per good file, the number of each connection by the frame that opened it: as
     #: guessed from the ranges' facts (:func:`guessed_numbers`) until a decoding found
     #: otherwise (``exact``).
     numbers: dict[str, dict[int, int]]
     how: Decoding
-    counters: Any
     #: The rows of the range tasks and their bytes (what crosses the shuffle).
     shuffle_rows: int = 0
     shuffle_bytes: int = 0
@@ -500,43 +531,43 @@ class SplitRead:
                 + (f"; read whole: {', '.join(f.name for f in self.fallback)}"
                    if self.fallback else ""))
 
-    def batches(self, counters: Any = None, found: Any = None
-                ) -> Callable[[Iterable[Row]], Iterator[Batch]]:
-        """The per-connection task (step 5): a partition's rows to its table batches."""
-        return _decode_task(self.splits, self.numbers, self.how,
-                            self.counters if counters is None else counters, found)
+    def read_totals(self) -> Any:
+        """The files and bytes that the range tasks read (of the files split; those
+        read whole instead count where they are read), as the pipeline's Counters."""
+        from .pipeline import Counters
+        from .sets import SetFile
 
-    def written(self, out: Callable[[Iterable[Batch]], Iterator[Any]]) -> list[tuple[Any, ...]]:
-        """Run step 5, each task writing its files (``out``: PartFiles.write); their
-        WRITTEN rows.  One read of the shuffle output when the guessed connection
+        return Counters(files=sum(len(f.members) if isinstance(f, SetFile) else 1
+                                  for f in self.files),
+                        bytes=sum(f.size for f in self.files))
+
+    def written(self, out: Any) -> list[tuple[Any, ...]]:
+        """Run step 5, each task writing its files (``out``: the pipeline's task output,
+        PartFiles.write); their WRITTEN rows and reports.  One read of the shuffle output when the guessed connection
         numbers were right (the tasks report the frames that opened them); else the
         files written are dropped (never committed) and the connections decoded again
         with the numbers found."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from .parquet import WRITTEN
+
         if not self.files:
             return []
-        sc = self.shuffled.context
         while True:
-            counts = SimpleNamespace(records=sc.accumulator(0), packets=sc.accumulator(0),
-                                     errors=sc.accumulator(0))
-            found = _list_accumulator(sc)
-            task = self.batches(counts, found)
-
-            def run(rows: Iterable[Row], task: Any = task) -> Iterator[tuple[Any, ...]]:
-                for batch in out(task(rows)):
-                    yield from zip(*(c.to_pylist() for c in batch.columns))
-
-            rows = self.shuffled.mapPartitions(run).collect()
+            task = _decode_task(self.splits, self.numbers, self.how, out, True)
+            rows = [tuple(row) for row in self.shuffled.mapInArrow(
+                task, from_arrow_schema(WRITTEN)).collect()]
             self.decodings += 1
             # A set: a task run again (a retry, speculation) reports its frames again.
             opened: dict[str, set[int]] = {name: set() for name in self.splits}
-            for capture, frame in found.value:
-                opened[capture].add(frame)
+            for row in rows:
+                if row[0] == OPENED:
+                    for capture, frame in json.loads(row[1]):
+                        opened[capture].add(frame)
             numbers = {name: {frame: n for n, frame in enumerate(sorted(frames), 1)}
                        for name, frames in opened.items()}
             if self.exact or numbers == self.numbers:
-                for name in ("records", "packets", "errors"):
-                    getattr(self.counters, name).add(getattr(counts, name).value)
-                return rows
+                return [row for row in rows if row[0] != OPENED]
             self.numbers, self.exact = numbers, True
 
     def exact_numbers(self) -> None:
@@ -546,40 +577,41 @@ class SplitRead:
         if self.exact or not self.files:
             return
         opened: dict[str, list[int]] = {name: [] for name in self.splits}
-        for row in self.shuffled.mapPartitions(openings_task(self.how)).collect():
-            if row[0] == "opened" and row[1] in self.splits:
-                opened[row[1]].append(self.splits[row[1]].offsets[row[2]] + row[3])
+        for capture, index, number in self.shuffled.mapInArrow(
+                openings_task(self.how), OPENINGS_DDL).collect():
+            if capture in self.splits:
+                opened[capture].append(self.splits[capture].offsets[index] + number)
         self.numbers = {name: {frame: n for n, frame in enumerate(sorted(frames), 1)}
                         for name, frames in opened.items()}
         self.exact = True
 
     def staged(self, spark: SparkSession) -> DataFrame:
-        """Step 5 as a lazy DataFrame of STAGED rows (:func:`~.batches.stage`), with the
-        connection numbers found first (:meth:`exact_numbers`)."""
+        """Step 5 as a lazy DataFrame of STAGED rows (:func:`~.batches.stage`) and the
+        tasks' reports, with the connection numbers found first
+        (:meth:`exact_numbers`)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from .batches import stage
+        from .pipeline import STAGED_OUT
         from .schema import STAGED
 
         self.exact_numbers()
-        task = self.batches()
-
-        def run(rows: Iterable[Row]) -> Iterator[tuple[Any, ...]]:
-            for table, batch in task(rows):
-                staged = stage(table, batch)
-                yield staged.column(0)[0].as_py(), staged.column(1)[0].as_buffer().to_pybytes()
-
-        return spark.createDataFrame(self.shuffled.mapPartitions(run),
-                                     from_arrow_schema(STAGED))
+        task = _decode_task(self.splits, self.numbers, self.how, STAGED_OUT, False)
+        return self.shuffled.mapInArrow(task, from_arrow_schema(STAGED))
 
 
-def read_split(sc: SparkContext, files: list[CaptureFile], split_size: int,
-               how: Decoding, counters: Any) -> SplitRead:
+def read_split(spark: SparkSession, files: list[CaptureFile], split_size: int,
+               how: Decoding, cores: int, progress: str | None = None) -> SplitRead:
     """Steps 1, 2 and 4 of the module docstring for ``files`` (local paths, each larger
-    than ``split_size``), as RDD jobs (no SQL session needed): the range tasks run and
-    the driver reads the facts' partition of the shuffle only; the connection numbers
-    are guessed from the facts (:func:`guessed_numbers`); step 5 waits for
-    :meth:`SplitRead.written` (which checks the guess) or :meth:`SplitRead.staged`."""
+    than ``split_size``), as DataFrame jobs: the range tasks run, their rows are
+    shuffled by connection, sorted and kept on the executors' disks (a local
+    checkpoint, which the later jobs read), and the driver reads the facts rows; the
+    connection numbers are guessed from the facts (:func:`guessed_numbers`); step 5
+    waits for :meth:`SplitRead.written` (which checks the guess) or
+    :meth:`SplitRead.staged`.  ``cores``: Spark's default parallelism; ``progress``:
+    a directory for the progress lines (the pipeline's)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
     from .inputs import local_path
     from .sets import SetFile
 
@@ -597,42 +629,36 @@ def read_split(sc: SparkContext, files: list[CaptureFile], split_size: int,
                 index += 1
     # A task reads about split_size bytes (several small files of a set, or a range);
     # the shuffle has a partition per range, at most four per core (a set of many small
-    # files has more ranges than connections), and one for the facts.
-    cores = sc.defaultParallelism
+    # files has more ranges than connections).  The ranges are dealt into the tasks in
+    # order, as parallelize() slices a list.
     total = sum(f.size for f in files)
-    tasks = min(len(listing), max(cores, -(-total // split_size)))
+    count = min(len(listing), max(cores, -(-total // split_size)))
+    tasks = [listing[i * len(listing) // count:(i + 1) * len(listing) // count]
+             for i in range(count)]
     partitions = max(cores, min(len(listing), 4 * cores))
-    rows_acc, bytes_acc = sc.accumulator(0), sc.accumulator(0)
-
-    def counted(rows: Iterable[Row]) -> Iterator[Row]:
-        for row in rows:
-            rows_acc.add(1)
-            bytes_acc.add(len(row[1][1]) + len(row[1][0] or b""))
-            yield row
-
-    ranged = (sc.parallelize(listing, tasks).mapPartitions(_range_task(counters))
-              .mapPartitions(counted))
-    shuffled = ranged.repartitionAndSortWithinPartitions(
-        partitions + 1, partition_of(partitions), keyfunc=lambda key: key)
+    # mapInArrow's input batches of one row each: a connection's rows are up to
+    # PIECE_BYTES, and Arrow's binary columns end at 2 GiB a batch.
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1")
+    ranged = spark.range(count, numPartitions=count).mapInArrow(
+        _range_task(tasks, progress), ROWS_DDL)
+    # Checkpointed lazily: the facts job below computes every partition, keeps it on
+    # disk and collects the facts rows in the same pass (eagerly, a count would compute
+    # them and the facts job read them all back).
+    shuffled = (ranged.repartition(partitions, "capture", "flow")
+                .sortWithinPartitions("capture", "flow", "range", "piece")
+                .localCheckpoint(eager=False, storageLevel=StorageLevel.DISK_ONLY))
     facts: dict[str, list[dict[str, Any]]] = {f.name: [] for f in files}
-    for capture, fact in sc.runJob(shuffled, _facts_of, [partitions]):
-        facts[capture].append(json.loads(fact))
+    for capture, fact in (shuffled.where(F.col("flow") == F.lit(FACTS))
+                          .select("capture", "section").collect()):
+        facts[capture].append(json.loads(bytes(fact)))
     splits = {name: check_file(found, names[name]) for name, found in facts.items()}
     good = [f for f in files if splits[f.name].problem is None]
     fallback = [f for f in files if splits[f.name].problem is not None]
-    for f in fallback:  # its bytes are counted again when it is read whole
-        counters.files.add(-len(f.members) if isinstance(f, SetFile) else -1)
-        counters.bytes.add(-f.size)
     numbers = {f.name: guessed_numbers(facts[f.name], splits[f.name]) for f in good}
+    rows = sum(fact.get("rows", 0) for found in facts.values() for fact in found)
+    size = sum(fact.get("bytes", 0) for found in facts.values() for fact in found)
     return SplitRead(good, fallback, shuffled,
-                     {f.name: splits[f.name] for f in good}, numbers, how, counters,
-                     rows_acc.value, bytes_acc.value)
-
-
-def _facts_of(rows: Iterable[Row]) -> Iterator[tuple[str, str]]:
-    """The (capture, facts JSON) of the facts' partition."""
-    for key, value in rows:
-        yield key[0], cast(str, value[1])
+                     {f.name: splits[f.name] for f in good}, numbers, how, rows, size)
 
 
 def retained(events: DataFrame) -> DataFrame:

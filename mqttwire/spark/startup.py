@@ -8,6 +8,7 @@ makes Spark pick another interface's address unless the driver is pinned to loop
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -16,17 +17,22 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
+    from collections.abc import Callable, Iterator
+
+    import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
     from pyspark.sql import SparkSession
 
 __all__ = ["ClassArchive", "JavaMissing", "MasterError", "WorkerPythonError",
-           "check_master", "check_python_workers", "default_master", "find_java",
-           "is_on_this_host", "make_context", "make_session", "under_spark_submit"]
+           "SESSION_SQL", "check_master", "check_python_workers", "connect_session",
+           "cores_of", "default_master", "find_java", "is_connect", "is_on_this_host",
+           "jvm_lines_hidden",
+           "make_session", "master_of", "under_spark_submit"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -123,6 +129,8 @@ def make_session(master: str | None = "local[*]", *, app_name: str = "mqttwire-p
     When ``master`` runs on this host, Spark is kept on loopback and the executors import
     mqttwire from where this process does (so an uninstalled checkout works too); on a
     real cluster the executors need mqttwire and pyarrow themselves (docs/cluster.md).
+    The log level is WARN from the start (``spark.log.level``), without a SparkContext
+    call.
     """
     from pyspark.sql import SparkSession
 
@@ -131,26 +139,117 @@ def make_session(master: str | None = "local[*]", *, app_name: str = "mqttwire-p
         builder = builder.master(master)
     for key, value in _settings(master, conf).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    return builder.getOrCreate()
+
+
+#: The JVM's start-up lines that say nothing to a user of the command: Java's note on
+#: the incubating vector module, log4j's default profile, the native Hadoop library's
+#: absence (pip's pyspark has none), and the log level's notes.
+JVM_START_LINES = ("WARNING: Using incubator modules", "Using Spark's default log4j profile",
+                   "Unable to load native-hadoop library", "Setting default log level to",
+                   "To adjust logging level use", "Setting Spark log level to")
+
+
+@contextlib.contextmanager
+def jvm_lines_hidden() -> Iterator[None]:
+    """While this runs, a process started (the JVM, by pyspark) gets a pipe for its
+    stderr; a thread copies what it writes there to this process's stderr, without
+    :data:`JVM_START_LINES`, for as long as it runs.  Nothing changes when stderr is
+    not a file descriptor (under pytest's capture, say)."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    sys.stderr.flush()
+    original = os.dup(fd)
+    read, write = os.pipe()
+    threading.Thread(target=_copy_lines, args=(read, original), daemon=True,
+                     name="mqttwire-jvm-stderr").start()
+    os.dup2(write, fd)
+    os.close(write)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original, fd)  # this process's own lines go straight there again
+
+
+def _copy_lines(read: int, out: int) -> None:
+    with os.fdopen(read, "rb") as lines:
+        for line in lines:
+            text = line.decode(errors="replace")
+            if not any(noise in text for noise in JVM_START_LINES):
+                with contextlib.suppress(OSError):
+                    os.write(out, line)
+    os.close(out)
+
+
+def connect_session(url: str) -> SparkSession:
+    """A session on the Spark Connect server at ``url`` (``sc://HOST:PORT``).  The server
+    has its own settings and PYSPARK_PYTHON; the pipeline sets only the SQL settings it
+    needs on the session (:data:`SESSION_SQL`).  (PySpark then marks the process as a
+    Connect client, with the environment variable SPARK_CONNECT_MODE_ENABLED: a classic
+    session made later in the same process needs it removed first.)"""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in SESSION_SQL.items():
+        spark.conf.set(key, value)
     return spark
 
 
-def make_context(master: str | None = "local[*]", *, app_name: str = "mqttwire-pipeline",
-                 conf: dict[str, str] | None = None) -> SparkContext:
-    """The SparkContext of :func:`make_session`, without its SQL session: what the
-    pipeline starts when its tasks write the tables, as no SQL runs then, and a session
-    takes about 1.2 s more to make on a fresh JVM (benchmarks/history/capture.md).  Settings as
-    :func:`make_session`'s; a session made later (``SparkSession.builder.getOrCreate()``)
-    runs on this context and takes its ``spark.sql.*`` settings."""
-    from pyspark import SparkConf, SparkContext
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, no JVM here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
-    spark_conf = SparkConf().setAppName(app_name).setAll(list(_settings(master, conf).items()))
-    if master is not None:
-        spark_conf.setMaster(master)
-    sc = SparkContext.getOrCreate(spark_conf)
-    sc.setLogLevel("WARN")
-    return sc
+
+def master_of(spark: SparkSession) -> str:
+    """The master of ``spark``'s Spark (a Connect server's own), from its conf."""
+    return str(spark.conf.get("spark.master", None) or "")
+
+
+def cores_of(spark: SparkSession) -> int:
+    """The cores Spark offers ``spark``'s tasks (its default parallelism), without a
+    SparkContext: ``spark.default.parallelism`` when set; for a classic session on a
+    local master, its N (``local[*]``: this machine's cores); else (a cluster, or a
+    Spark Connect session, whose client cannot ask the JVM) one small DataFrame job: the
+    partitions of a range made without a number of partitions, which Spark makes one
+    per core (``spark.sql.leafNodeDefaultParallelism``, else the default
+    parallelism)."""
+    value = spark.conf.get("spark.default.parallelism", None)
+    if value:
+        return max(1, int(value))
+    if not is_connect(spark):
+        local = _LOCAL_CORES.fullmatch(master_of(spark))
+        if local is not None:
+            n = local.group(2)
+            return (os.cpu_count() or 1) if n == "*" else max(1, int(n or 1))
+    from pyspark.sql import functions as F
+
+    last = (spark.range(0, 1 << 16).select(F.spark_partition_id().alias("part"))
+            .agg(F.max("part")).first())
+    return max(1, int(last[0]) + 1) if last is not None and last[0] is not None else 1
+
+
+_LOCAL_CORES = re.compile(r"local(\[(\d+|\*)(,\d+)?\])?")
+
+#: The SQL settings the pipeline's tasks need on any session it makes, classic or
+#: Connect (see :func:`_settings`).
+SESSION_SQL = {
+    "spark.sql.session.timeZone": "UTC",
+    # mapInArrow's input batches: one row per batch (a file's path, binaryFile's whole
+    # content of a file, one staged batch of the pipeline, or a split capture's
+    # connection rows of up to 32 MiB), so a task holds one at a time.  Output batches
+    # are ours.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
+    # The packets table is partitioned by capture, and a task holds one capture: let
+    # each task write its rows as they come through an open writer per capture,
+    # instead of sorting them all by capture first (measured: 13% to 25% of the
+    # table's write time).  A task with more captures than this would sort again.
+    "spark.sql.optimizer.plannedWrite.enabled": "false",
+    "spark.sql.maxConcurrentOutputFileWriters": "4",
+}
 
 
 def _settings(master: str | None, conf: dict[str, str] | None) -> dict[str, str]:
@@ -160,23 +259,15 @@ def _settings(master: str | None, conf: dict[str, str] | None) -> dict[str, str]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     settings = {
-        "spark.sql.session.timeZone": "UTC",
-        # mapInArrow's input batches: one row per batch (a file's path, binaryFile's whole
-        # content of a file, or one staged batch of the pipeline), so a task holds one at
-        # a time.  Output batches are ours.
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
+        **SESSION_SQL,
         "spark.ui.showConsoleProgress": "false",
+        # The log level from the start (SparkContext.setLogLevel without the context).
+        "spark.log.level": "WARN",
         # The pipeline persists its staged batches on disk (see pipeline.py), through
         # Java serialisation, whose stream keeps every object written until it is reset:
         # by default every 100 objects, here 100 cached batches of up to 4 MB each.
         # Resetting after each one keeps a task's heap bounded by one batch.
         "spark.serializer.objectStreamReset": "1",
-        # The packets table is partitioned by capture, and a task holds one capture: let
-        # each task write its rows as they come through an open writer per capture,
-        # instead of sorting them all by capture first (measured: 13% to 25% of the
-        # table's write time).  A task with more captures than this would sort again.
-        "spark.sql.optimizer.plannedWrite.enabled": "false",
-        "spark.sql.maxConcurrentOutputFileWriters": "4",
     }
     local = is_on_this_host(master)
     if local:
@@ -199,55 +290,70 @@ class WorkerPythonError(RuntimeError):
     run): found before a query starts (:func:`check_python_workers`)."""
 
 
-def _probe(_: object) -> str:
-    """Run in a Spark Python worker: import what the live source's tasks import.  (This
-    function is pickled by reference: the worker imports mqttwire to unpickle it.)"""
-    import pyarrow  # type: ignore[import-untyped]  # noqa: F401  # the tasks' batches
+#: Run in a Spark Python worker: import what the live source's and the pipeline's tasks
+#: import, and say which interpreter runs and what it could not import.  Compiled here
+#: as a function of ``__main__``, so that it travels by value (a function of this module
+#: would travel by reference, and a worker without mqttwire could not even load it), in a
+#: plain (pickled, not Arrow) Python UDF, which a worker without pyarrow runs too: the
+#: check's task never fails, and Spark logs no trace for it.
+_PROBE_SOURCE = """
+def probe(_):
+    import sys
+    for name in ("pyarrow", "mqttwire.spark.live"):
+        try:
+            __import__(name)
+        except ImportError as exc:
+            return sys.executable + "\\n" + (getattr(exc, "name", None) or name)
+    return sys.executable + "\\n"
+"""
 
-    import mqttwire.spark.live  # noqa: F401  # the tasks' partitions
 
-    return sys.executable
+def _run_probe(spark: SparkSession) -> tuple[str, str | None]:
+    """The interpreter of Spark's Python workers, and the module it could not import
+    (None: none missing): one task of a DataFrame job."""
+    from pyspark.sql import functions as F
+
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(compile(_PROBE_SOURCE, "<mqttwire worker check>", "exec"), namespace)  # noqa: S102
+    probe = F.udf(cast("Callable[[int], str]", namespace["probe"]), "string", useArrow=False)
+    row = spark.range(1, numPartitions=1).select(probe("id").alias("seen")).first()
+    python, _, missing = str(row[0] if row is not None else "").partition("\n")
+    return python, missing or None
 
 
-#: The applications whose workers were checked (one job per SparkContext).
+#: The Spark applications whose workers were checked (one job per application).
 _checked_apps: set[str] = set()
 
 
 def check_python_workers(spark: SparkSession) -> None:
     """Raise :class:`WorkerPythonError`, naming the fix, when Spark's Python workers
-    cannot import mqttwire and pyarrow: one task, run once per SparkContext, imports
-    them.  Spark starts its Python workers with PYSPARK_PYTHON (``python3`` from PATH
-    when unset), not with the driver's interpreter: from a virtualenv that is not
-    activated, or on a cluster whose executors lack mqttwire, every task would fail with
-    ``ModuleNotFoundError``, and a streaming query only at its first batch.  A Spark
-    Connect session (no SparkContext here) is not checked."""
-    try:
-        sc = spark.sparkContext
-    except Exception:  # Spark Connect: PySparkNotImplementedError; nothing to run on
-        return
-    key = sc.applicationId
+    cannot import mqttwire and pyarrow: one task (a DataFrame job, so on a classic or a
+    Spark Connect session alike), run once per Spark application, imports them.  Spark
+    starts its Python workers with PYSPARK_PYTHON (``python3`` from PATH when unset),
+    not with the driver's interpreter: from a virtualenv that is not activated, or on a
+    cluster whose executors lack mqttwire, every task would fail with
+    ``ModuleNotFoundError``, and a streaming query only at its first batch."""
+    key = str(spark.conf.get("spark.app.id", None) or id(spark))
     if key in _checked_apps:
         return
-    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # no stubs
-    from pyspark.errors import PythonException
-
-    python = sc.pythonExec
-    # A failing probe is expected to fail: Spark would log it as errors with Java and
-    # Python traces before this says it in one line.
-    level = _log_level(sc)
-    sc.setLogLevel("OFF")
     try:
-        sc.parallelize([0], 1).map(_probe).collect()
-    except (Py4JJavaError, PythonException) as exc:
+        _, missing = _run_probe(spark)
+        why = None if missing is None else f"cannot import {missing}"
+    except Exception as exc:
         text = str(exc)
-        missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
-        if missing:
-            why = f"cannot import {missing.group(1)}"
-        elif "Cannot run program" in text or "No such file" in text:
+        if "Cannot run program" in text or "No such file" in text:
             why = "cannot be started"
         else:
             raise
-        local = is_on_this_host(sc.master)
+    if why is not None:
+        if is_connect(spark):
+            raise WorkerPythonError(
+                f"the Spark Connect server's Python workers (its PYSPARK_PYTHON) {why}: "
+                "start the server with PYSPARK_PYTHON naming an interpreter that has "
+                "mqttwire and pyarrow (pip install 'mqttwire[spark]'): docs/cluster.md")
+        python = (spark.conf.get("spark.pyspark.python", None)
+                  or os.environ.get("PYSPARK_PYTHON"))
+        local = is_on_this_host(master_of(spark))
         fix = (f"start the session with PYSPARK_PYTHON={sys.executable} (this interpreter) "
                "in the environment, or with mqttwire.spark.startup.make_session(), which "
                "sets it for a local master" if local else
@@ -255,22 +361,10 @@ def check_python_workers(spark: SparkSession) -> None:
                "interpreter on every executor, or set PYSPARK_PYTHON (spark-submit: "
                "--conf spark.pyspark.python=...) to one that has them: docs/cluster.md")
         raise WorkerPythonError(
-            f"Spark's Python workers run {python!r} (PYSPARK_PYTHON"
-            f"{'' if 'PYSPARK_PYTHON' in os.environ else ' unset: python3 from PATH'}), "
-            f"which {why}: {fix}") from None
-    finally:
-        sc.setLogLevel(level)
+            f"Spark's Python workers run {python or 'python3'!r} (PYSPARK_PYTHON"
+            f"{'' if python else ' unset: python3 from PATH'}), "
+            f"which {why}: {fix}")
     _checked_apps.add(key)
-
-
-def _log_level(sc: SparkContext) -> str:
-    """The driver's log level now (log4j's root logger), to set it back."""
-    try:
-        jvm = sc._jvm
-        assert jvm is not None
-        return str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel())
-    except Exception:  # another logging backend: the level make_session sets
-        return "WARN"
 
 
 class ClassArchive:

@@ -184,6 +184,8 @@ def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
     from mqttwire.spark import PipelineOptions
 
     monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.pcap").touch()  # an input that is there: the run goes on to Spark
     seen: list[PipelineOptions] = []
     monkeypatch.setattr("mqttwire.spark.run_pipeline",
                         lambda options: seen.append(options) or _result(2, bad=0))
@@ -275,6 +277,8 @@ def test_pipeline_fails_when_any_input_was_not_read_to_its_end(
     named with why (once: its reader's message names the file already)."""
     monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
     monkeypatch.setattr("mqttwire.spark.run_pipeline", lambda options: _result(files, bad))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.pcap").touch()
     assert main(["pipeline", "x.pcap", "--out", str(tmp_path)]) == status
     err = capsys.readouterr().err
     for i in range(bad):
@@ -282,6 +286,71 @@ def test_pipeline_fails_when_any_input_was_not_read_to_its_end(
                 in err)
     assert (f"{bad} of {files} input file(s) could not be read to the end" in err) == bool(bad)
     assert "no input could be read" not in err
+
+
+MISSING_ONLY = """
+import sys
+from mqttwire.cli import main
+status = main(["pipeline", *sys.argv[1:]])
+print("pyspark" in sys.modules)  # imported: Spark could have started
+sys.exit(status)
+"""
+
+
+def test_pipeline_of_inputs_that_are_not_there_says_so_without_spark(tmp_path: Path) -> None:
+    """Every input a local path that does not exist: one line, status 1, and pyspark not
+    even imported (so no JVM started)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.pop("SPARK_REMOTE", None)
+    done = subprocess.run([sys.executable, "-c", MISSING_ONLY, "/no/such.pcap",
+                           str(tmp_path / "gone"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (f"mqttwire pipeline: no such file or directory: /no/such.pcap, "
+                           f"{tmp_path / 'gone'}\n")
+    assert done.stdout == "False\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
+@pytest.mark.parametrize("how", ["--remote", "SPARK_REMOTE"])
+def test_pipeline_master_and_remote_are_a_usage_error(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        how: str) -> None:
+    ran: list[object] = []
+    monkeypatch.setattr("mqttwire.spark.run_pipeline", ran.append)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    args = ["pipeline", str(tmp_path), "--out", str(tmp_path / "out"), "--master", "local[1]"]
+    if how == "--remote":
+        args += ["--remote", "sc://127.0.0.1:15002"]
+    else:
+        monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        f"mqttwire pipeline: error: --master and {how} cannot both be given (a master "
+        "starts Spark here; a remote is a Spark Connect server)\n")
+    assert not ran
+
+
+@pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
+def test_pipeline_takes_spark_remote_as_pyspark_does(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """SPARK_REMOTE, or --remote over it, names the Connect server; relative paths are
+    made absolute here (the server has a directory of its own); no Java is needed."""
+    from mqttwire.spark import PipelineOptions
+
+    seen: list[PipelineOptions] = []
+    monkeypatch.setattr("mqttwire.spark.run_pipeline",
+                        lambda options: seen.append(options) or _result(1, bad=0))
+    monkeypatch.setattr("mqttwire.spark.find_java", lambda: pytest.fail("Java looked for"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPARK_REMOTE", "sc://server:15002")
+    assert main(["pipeline", "x.pcap", "hdfs:///c/", "--out", "out"]) == 0
+    assert main(["pipeline", "x.pcap", "--out", "/o", "--remote", "sc://other:1"]) == 0
+    assert [(o.remote, list(o.inputs), o.out) for o in seen] == [
+        ("sc://server:15002", [str(tmp_path / "x.pcap"), "hdfs:///c/"], str(tmp_path / "out")),
+        ("sc://other:1", [str(tmp_path / "x.pcap")], "/o")]
 
 
 def test_pipeline_keeps_payloads_whole_unless_told(monkeypatch: pytest.MonkeyPatch,
@@ -319,6 +388,8 @@ def _options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, given: list[str]) 
     from mqttwire.spark import PipelineOptions
 
     monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.pcap").touch()  # an input that is there: the run goes on to Spark
     seen: list[PipelineOptions] = []
     monkeypatch.setattr("mqttwire.spark.run_pipeline",
                         lambda options: seen.append(options) or _result(1, bad=0))

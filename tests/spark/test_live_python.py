@@ -1,7 +1,7 @@
 """Which Python Spark's workers run, for the live source: examples/live_to_parquet.py run
 with a PYSPARK_PYTHON that cannot import mqttwire's dependencies stops before the query
 starts, in one line naming the fix; for a cluster master the fix named is the cluster's
-(its branch checked with a stand-in context: a standalone cluster costs a minute).  (The
+(its branch checked with a stand-in session: a standalone cluster costs a minute).  (The
 common case, the example run from a virtualenv with no PYSPARK_PYTHON and no virtualenv
 on PATH, is test_live.py's Ctrl-C test.)"""
 
@@ -43,33 +43,16 @@ def test_workers_that_cannot_import_mqttwire_stop_the_example_before_its_query(
     assert not out.exists()  # the query never started
 
 
-class _Failing:
-    """A SparkContext stand-in whose one job fails as a worker without ``module`` does."""
+class _Session:
+    """A classic SparkSession stand-in: its conf (the master, spark.pyspark.python)."""
 
-    applicationId = "app-stand-in"
+    def __init__(self, master: str) -> None:
+        self.settings = {"spark.master": master, "spark.app.id": f"app-{master}",
+                         "spark.pyspark.python": "/opt/python3"}
+        self.conf = self
 
-    def __init__(self, master: str, module: str) -> None:
-        self.master = master
-        self.pythonExec = "/opt/python3"
-        self.module = module
-        self.levels: list[str] = []
-        self._jvm = None
-
-    def setLogLevel(self, level: str) -> None:  # noqa: N802  # Spark's name
-        self.levels.append(level)
-
-    def parallelize(self, data: list[int], slices: int) -> _Failing:
-        return self
-
-    def map(self, function: object) -> _Failing:
-        return self
-
-    def collect(self) -> list[str]:
-        from pyspark.errors import PythonException
-
-        raise PythonException(message="An exception was thrown from the Python worker: "
-                              "Traceback (most recent call last):\n  ...\n"
-                              f"ModuleNotFoundError: No module named '{self.module}'\n")
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.settings.get(key, default)
 
 
 @pytest.mark.parametrize(("master", "fix"), [
@@ -83,15 +66,17 @@ class _Failing:
 def test_the_worker_check_names_the_fix_for_the_master(
         master: str, fix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cluster case without a cluster (its branch of the message): executors whose
-    python lacks mqttwire, PYSPARK_PYTHON unset; the log level is put back."""
+    python lacks mqttwire, PYSPARK_PYTHON unset (the session's spark.pyspark.python
+    names it)."""
     from mqttwire.spark.startup import WorkerPythonError, check_python_workers
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    sc = _Failing(master, "mqttwire")
-    spark = type("Session", (), {"sparkContext": sc})()
+    # The worker's answer: its interpreter, and the module it could not import.
+    monkeypatch.setattr("mqttwire.spark.startup._run_probe",
+                        lambda spark: ("/opt/python3", "mqttwire"))
+    spark = _Session(master)
     with pytest.raises(WorkerPythonError) as exc:
         check_python_workers(spark)  # type: ignore[arg-type]
     assert str(exc.value) == (
-        "Spark's Python workers run '/opt/python3' (PYSPARK_PYTHON unset: python3 from "
-        f"PATH), which cannot import mqttwire: {fix}")
-    assert sc.levels == ["OFF", "WARN"]
+        "Spark's Python workers run '/opt/python3' (PYSPARK_PYTHON), which cannot import "
+        f"mqttwire: {fix}")

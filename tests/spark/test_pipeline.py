@@ -38,14 +38,14 @@ def test_packets(out: Path, captures) -> None:
     kinds = Counter((r["capture"], r["kind"]) for r in rows)
     # A: alpha sends 11 packets and receives 6, beta sends 3 and receives 4 (see the
     # scenario); B: CONNECT, CONNACK, PUBLISH, then the malformed PUBLISH (an error);
-    # C: CONNECT, CONNACK, PUBLISH, then the cut block; the text file and the missing
-    # path: one capture_error each.
+    # C: CONNECT, CONNACK, PUBLISH, then the cut block; the text file (opened, and no
+    # capture): one capture_error; the missing path, which nothing opened, none (its
+    # capture_error is in errors only: test_errors).
     assert kinds == Counter({
         ("a.pcapng", "packet"): 24,
         ("b.pcap", "packet"): 3, ("b.pcap", "error"): 1,
         ("c.pcapng", "packet"): 3, ("c.pcapng", "capture_error"): 1,
         ("notes.txt", "capture_error"): 1,
-        ("missing.pcap", "capture_error"): 1,
     })
     by_type = Counter((r["packet_type"], r["protocol_version"]) for r in rows
                       if r["capture"] == "a.pcapng")
@@ -179,6 +179,9 @@ def test_result_and_summary(local_run) -> None:
     text = (local_run.out["stream"] / "summary.md").read_text()
     assert "| t/r |" in text and "did not complete" in text
     assert "message_rate.png" in text
+    # The missing input, never opened, is an errors row only: the packets table's rows
+    # are the 30 packets, b.pcap's error and two capture_errors (c.pcapng, notes.txt).
+    assert "| packets | 33 |" in text and "| errors | 4 |" in text
     # t/a set and cleared, t/r twice (alpha, beta), g/x: five retained PUBLISHes from
     # clients; t/r and g/x hold a message at the end.
     assert ("5 retained PUBLISH packets from clients; at the end of the captures 2 "

@@ -15,7 +15,6 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -84,7 +83,6 @@ def test_packing_follows_sparks_rule() -> None:
 
 
 def test_sets_gzip_files_and_shares_stay_units_of_their_own() -> None:
-    sc = SimpleNamespace(defaultParallelism=2)
     small = [CaptureFile(f"file:/d/s{i}.pcap", 1000, f"s{i}.pcap", format="pcap")
              for i in range(10)]
     missing = CaptureFile("/d/missing.pcap", 0, "missing.pcap", problem="no such file")
@@ -94,7 +92,7 @@ def test_sets_gzip_files_and_shares_stay_units_of_their_own() -> None:
     ring = SetFile(members[0].uri, 2000, members[0].name, format="pcap", members=members)
     big = CaptureFile("file:/d/big.pcap", 100 * MIB, "big.pcap", format="pcap")
     stream = [*small, missing, packed, ring, big]
-    tasks = _tasks(sc, stream, 32 * MIB, Packing(128 * MIB, 4 * MIB, 2))  # type: ignore[arg-type]
+    tasks = _tasks(2, stream, 32 * MIB, Packing(128 * MIB, 4 * MIB, 2))
     names = [[row[0] for row in task] for task in tasks]
     # big.pcap in shares (3 of 32 MiB, at most the 2 cores), the largest tasks first;
     # the set and the gzip file alone; the small files and the missing one packed (over
@@ -106,7 +104,7 @@ def test_sets_gzip_files_and_shares_stay_units_of_their_own() -> None:
          sorted([*(f"s{i}.pcap" for i in range(6, 10)), "missing.pcap"])])
     assert {row[4:6] for row in tasks[0] + tasks[1]} == {(0, 2), (1, 2)}
     # Without packing (None), every row its own task, as before.
-    assert len(_tasks(sc, stream, 32 * MIB, None)) == len(stream) + 1  # type: ignore[arg-type]
+    assert len(_tasks(2, stream, 32 * MIB, None)) == len(stream) + 1
 
 
 @dataclass

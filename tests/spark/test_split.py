@@ -448,6 +448,6 @@ def test_the_split_line_says_what_crossed_the_shuffle() -> None:
 
     read = SplitRead([CaptureFile("file:/a.pcap", 10, "a.pcap")],
                      [CaptureFile("file:/b.pcap", 10, "b.pcap")], None,  # type: ignore[arg-type]
-                     {}, {}, Decoding((1883,), ALL, None), None, 1234, 3 << 20)
+                     {}, {}, Decoding((1883,), ALL, None), 1234, 3 << 20)
     assert read.line() == ("1 capture(s) split, 1,234 rows (3.0 MiB) through the shuffle; "
                            "read whole: b.pcap")

@@ -1,5 +1,5 @@
-"""The Spark that run_pipeline starts for itself: a context, and a SQL session only when
-a step needs one (mqttwire.spark.pipeline._Spark, mqttwire.spark.startup.make_context)."""
+"""The Spark that run_pipeline starts for itself: one SparkSession (make_session), with
+the pipeline's settings, whatever the reader."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.once]
 REPO = Path(__file__).resolve().parents[2]
 
 # Counts the SQL sessions made in the driver, runs the pipeline twice (the tasks write
-# from a local file; then the binaryFile reader, which runs SQL), and makes a context
-# and a session on it as the pipeline would, to read the session's settings.
+# from a local file; then the binaryFile reader), and reads the settings of a session
+# made as the pipeline makes it.
 SCRIPT = textwrap.dedent("""
     import json, sys
     from pyspark.sql import SparkSession
     from mqttwire.spark import PipelineOptions, run_pipeline
-    from mqttwire.spark.startup import make_context
+    from mqttwire.spark.startup import make_session
 
     made = []
     init = SparkSession.__init__
@@ -42,15 +42,15 @@ SCRIPT = textwrap.dedent("""
                                               reader=reader, progress_interval=0))
         seen[reader] = {"sessions": len(made) - before, "packets": result.packets,
                         "counts": result.counts}
-    make_context("local[1]")
-    conf = SparkSession.builder.getOrCreate().conf
+    conf = make_session("local[1]").conf
     seen["conf"] = {key: conf.get(key) for key in (
-        "spark.sql.session.timeZone", "spark.sql.execution.arrow.maxRecordsPerBatch")}
+        "spark.sql.session.timeZone", "spark.sql.execution.arrow.maxRecordsPerBatch",
+        "spark.log.level")}
     print(json.dumps(seen))
 """)
 
 
-def test_the_pipeline_makes_a_sql_session_only_when_a_step_runs_sql(tmp_path: Path) -> None:
+def test_the_pipeline_makes_one_session_with_its_settings(tmp_path: Path) -> None:
     capture = capture_b(tmp_path / "b.pcap").path
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
@@ -60,10 +60,9 @@ def test_the_pipeline_makes_a_sql_session_only_when_a_step_runs_sql(tmp_path: Pa
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["stream"]["sessions"] == 0  # the tasks wrote the tables: no SQL ran
-    assert seen["binaryfile"]["sessions"] == 1  # binaryFile is a SQL source
+    assert seen["stream"]["sessions"] == seen["binaryfile"]["sessions"] == 1
     assert seen["stream"]["packets"] == seen["binaryfile"]["packets"] > 0
     assert seen["stream"]["counts"] == seen["binaryfile"]["counts"]
-    # A session made on the context later has the context's spark.sql settings.
     assert seen["conf"] == {"spark.sql.session.timeZone": "UTC",
-                            "spark.sql.execution.arrow.maxRecordsPerBatch": "1"}
+                            "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
+                            "spark.log.level": "WARN"}

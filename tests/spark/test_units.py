@@ -177,7 +177,7 @@ def test_tables_by_name_and_repr() -> None:
 
     frames = {name: object() for name in TABLE_NAMES}  # stand-ins for the DataFrames
     files = [CaptureFile(f"file:/d/{n}", 1, n) for n in ("a.pcap", "b.pcap", "c.pcap", "d.pcap")]
-    tables = Tables(**frames, files=files, counters=None, staged=None)  # type: ignore[arg-type]
+    tables = Tables(**frames, files=files, staged=None)  # type: ignore[arg-type]
     assert tables["messages"] is frames["messages"] is tables.messages
     assert [name for name, _ in tables.items()] == list(TABLE_NAMES)
     assert all(frame is frames[name] for name, frame in tables.items())
