@@ -488,8 +488,9 @@ def register(spark: SparkSession) -> None:
     """Register the source with ``spark`` (classic or Spark Connect) as
     ``format("mqtt")``, first checking that Spark's Python workers can import mqttwire
     and pyarrow (one small DataFrame job, once per Spark application): if not,
-    :class:`mqttwire.spark.startup.WorkerPythonError` says what to set.  Start a local session with :func:`mqttwire.spark.startup.make_session`, or
-    with PYSPARK_PYTHON set to the interpreter that has mqttwire, before it starts."""
+    :class:`mqttwire.spark.startup.WorkerPythonError` says what to set.  Start a local
+    session with :func:`mqttwire.spark.startup.make_session`, or with PYSPARK_PYTHON set
+    to the interpreter that has mqttwire, before it starts."""
     from .startup import check_python_workers
 
     check_python_workers(spark)

@@ -543,10 +543,10 @@ class SplitRead:
 
     def written(self, out: Any) -> list[tuple[Any, ...]]:
         """Run step 5, each task writing its files (``out``: the pipeline's task output,
-        PartFiles.write); their WRITTEN rows and reports.  One read of the shuffle output when the guessed connection
-        numbers were right (the tasks report the frames that opened them); else the
-        files written are dropped (never committed) and the connections decoded again
-        with the numbers found."""
+        PartFiles.write); their WRITTEN rows and reports.  One read of the shuffle output
+        when the guessed connection numbers were right (the tasks report the frames that
+        opened them); else the files written are dropped (never committed) and the
+        connections decoded again with the numbers found."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from .parquet import WRITTEN

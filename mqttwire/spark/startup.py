@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
     from pyspark.sql import SparkSession
 
 __all__ = ["ClassArchive", "JavaMissing", "MasterError", "WorkerPythonError",
