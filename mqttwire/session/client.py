@@ -152,7 +152,9 @@ class ClientSession:
             message's acknowledgement waits until the earlier exchange with its
             identifier has ended (our PUBACK, or our PUBCOMP), so that the server, which
             matches an acknowledgement to the first message in flight with that
-            identifier, takes each for the right message.  A copy a server sends again on
+            identifier, takes each for the right message (as far as a client can see:
+            docs/live.md has where Mosquitto 2.0.11 still lost track).  A copy a server
+            sends again on
             the same connection (only 3.1.1 servers may) is then delivered twice: a
             duplicate rather than a loss.  Counted in ``receive_maximum_exceeded`` and
             ``ids_reused``.

@@ -116,8 +116,8 @@ class LiveOptions:
     reconnect_max_delay: float = 30.0
     reconnect_timeout: float = 300.0
     fail_on_session_loss: bool = False
-    #: A broker's in-flight overrun fails the query (not taken, logged): ``strictBroker``.
-    strict_broker: bool = False
+    #: A broker's in-flight overrun fails the query (else taken, logged): ``strictBroker``.
+    strict_broker: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> LiveOptions:
@@ -139,11 +139,13 @@ class LiveOptions:
         ``reconnectTimeout`` (seconds the broker may stay away before the query fails;
         default 300; 0: fail at once), ``failOnSessionLoss`` (true: a reconnection that
         finds no session on the broker fails the query; default false, logged),
-        ``strictBroker`` (true: a broker that sends more unacknowledged QoS 1/2
+        ``strictBroker`` (default true: a broker that sends more unacknowledged QoS 1/2
         messages than the Receive Maximum, or a new one with a packet identifier still
-        in use, fails the query with its protocol error; default false: they are taken
-        as new messages and logged, ``ClientSession.tolerate_overrun``, as a broker with
-        more than 65,535 messages in flight for the client must be: docs/live.md).
+        in use, fails the query with its protocol error, and keeps the messages; false:
+        they are taken as new messages and logged, ``ClientSession.tolerate_overrun``,
+        which lets a query go on against a broker with more than 65,535 messages in
+        flight for the client, but cannot make that broker's matching of
+        acknowledgements to messages right: docs/live.md, "What is guaranteed").
 
         TLS (mqtts://, ssl://, wss://; an error with another scheme): ``caFile`` (the
         CA certificates, PEM, that the broker's certificate must chain to; default the
@@ -172,8 +174,8 @@ class LiveOptions:
                                  f"seconds, not {text}")
             return value
 
-        def flag(name: str) -> bool:
-            text = opts.get(name.lower(), "false").lower()
+        def flag(name: str, default: bool = False) -> bool:
+            text = opts.get(name.lower(), str(default).lower()).lower()
             if text not in ("true", "false"):
                 raise ValueError(f"mqtt source: option {name} must be true or false, "
                                  f"not {text!r}")
@@ -262,7 +264,7 @@ class LiveOptions:
             reconnect_delay=delay, reconnect_max_delay=max_delay,
             reconnect_timeout=seconds("reconnectTimeout", 300.0, 0.0),
             fail_on_session_loss=flag("failOnSessionLoss"),
-            strict_broker=flag("strictBroker"),
+            strict_broker=flag("strictBroker", default=True),
         )
 
     def subscriber(self) -> Subscriber:

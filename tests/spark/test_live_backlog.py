@@ -11,10 +11,11 @@ than 65,535 in flight, two of them share an identifier: the capture shows the br
 sending a new PUBLISH whose identifier an earlier PUBLISH, not yet acknowledged by the
 client, still holds.  A strict session refuses that PUBLISH with the protocol error
 [MQTT-2.2.1-4] (3.1.1 [MQTT-2.3.1-4]), and the broker's session stays in that state: the
-query would fail again at each restart.  The live source's session tolerates it
-(``ClientSession(tolerate_overrun=True)``, the source's default): every message is
-delivered once and acknowledged, each after the earlier exchange with its identifier
-ended, so that the broker matches each acknowledgement to the right message.
+query would fail again at each restart.  A tolerant session
+(``ClientSession(tolerate_overrun=True)``, the source's ``strictBroker=false``) takes
+it: every message is delivered once and acknowledged, each after the earlier exchange
+with its identifier ended, so that the broker matches each acknowledgement to the right
+message (here; not in every state of that broker: docs/live.md).
 """
 
 from __future__ import annotations

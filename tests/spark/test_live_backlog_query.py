@@ -1,9 +1,10 @@
 """A streaming query over the mqtt source started, or restarted on its checkpoint, with
 more than 65,535 messages waiting in its session (Mosquitto, ``max_inflight_messages
 0``): it drains them all, batch by batch, at MQTT 5.0 and 3.1.1, QoS 1, 2 and mixed,
-with ``maxMessagesPerBatch`` unset and set.  Mosquitto 2.0.11 then has more messages in
-flight than there are packet identifiers (test_live_backlog.py shows it from a capture);
-the source's default (``strictBroker`` false) takes them all."""
+with ``maxMessagesPerBatch`` unset and set, with ``strictBroker`` false.  Mosquitto 2.0.11
+then has more messages in flight than there are packet identifiers (test_live_backlog.py
+shows it from a capture): by default (``strictBroker`` true) the query fails on it
+(the last test)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_a_query_drains_a_backlog_beyond_the_identifier_space(
     client_id = f"backlog-{version}-{qos[0]}{qos[1]}-{limit}-{how}"
     topic = f"backlog/{client_id}"
     options = {"url": broker.url, "topics": f"{topic}/#", "clientId": client_id,
-               "qos": "2", "version": str(version)}
+               "qos": "2", "version": str(version), "strictBroker": "false"}
     if limit is not None:
         options["maxMessagesPerBatch"] = str(limit)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
@@ -118,3 +119,28 @@ def test_a_query_drains_a_backlog_beyond_the_identifier_space(
     if limit is not None:
         assert batches >= BACKLOG // limit, batches
     print(f"\n{client_id}: {BACKLOG} messages in {batches} batches")
+
+
+def test_by_default_a_query_fails_on_the_broker_s_overrun(
+        spark: Any, broker: Mosquitto, tmp_path: Path) -> None:
+    # strictBroker true: the broker's reuse of an identifier in use fails the query with
+    # its protocol error, and the messages stay in the broker's session.
+    from pyspark.errors import StreamingQueryException
+
+    assert broker.port is not None
+    client_id = topic = "backlog-strict"
+    made = subscriber(broker.port, mqttwire, client_id, 5, tolerate=False, topic=f"{topic}/#")
+    made.start()
+    made.close()
+    publish_backlog(broker.port, BACKLOG, qos=(1, 2), topic=topic)
+    query = start(spark, {"url": broker.url, "topics": f"{topic}/#", "clientId": client_id,
+                          "qos": "2", "version": "5"}, tmp_path / "out", tmp_path / "cp")
+    try:
+        with pytest.raises(StreamingQueryException) as failed:
+            query.awaitTermination(DRAIN_TIMEOUT)
+            pytest.fail(f"the query is still running after {DRAIN_TIMEOUT:g} s")
+        said = str(failed.value)
+    finally:
+        query.stop()
+    assert "in use by a" in said and "protocol violation by the server" in said, said
+    assert len(rows(tmp_path / "out")) < BACKLOG

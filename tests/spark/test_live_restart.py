@@ -116,6 +116,19 @@ def test_reconnect_options_defaults_and_checks() -> None:
             LiveOptions.parse({**base, **options})
 
 
+@pytest.mark.spark  # the source's module imports pyspark
+def test_strict_broker_option() -> None:
+    from mqttwire.spark.live import LiveOptions
+
+    base = {"url": "mqtt://h", "topics": "t", "clientId": "me"}
+    assert LiveOptions.parse(base).strict_broker
+    assert not LiveOptions.parse(base).subscriber().session.tolerate_overrun
+    lenient = LiveOptions.parse({**base, "strictBroker": "False"})
+    assert not lenient.strict_broker and lenient.subscriber().session.tolerate_overrun
+    with pytest.raises(ValueError, match=re.escape("option strictBroker must be true or false")):
+        LiveOptions.parse({**base, "strictBroker": "no"})
+
+
 # ---------------------------------------------------------------------------------------
 # The subscriber alone
 
