@@ -393,16 +393,6 @@ def _pipeline(args: argparse.Namespace) -> int:
               "(a master starts Spark here; a remote is a Spark Connect server)",
               file=sys.stderr)
         return 2
-    # Every input a local path that is not there: said at once, before anything
-    # else is looked for (Java, the spark extra), without starting Spark.
-    # (On Spark Connect the paths are the server's, which this machine cannot check.)
-    if remote is None:
-        paths = [local_path(arg) for arg in args.inputs]
-        if all(path is not None and not any(c in path for c in "*?[{")
-               and not os.path.lexists(path) for path in paths):
-            print(f"mqttwire pipeline: no such file or directory: "
-                  f"{', '.join(args.inputs)}", file=sys.stderr)
-            return 1
     if remote is None:
         try:
             find_java()
@@ -417,6 +407,15 @@ def _pipeline(args: argparse.Namespace) -> int:
             print(f"mqttwire pipeline: {module} is not installed: install the spark extra, "
                   "`pip install 'mqttwire[spark]'`", file=sys.stderr)
             return 2
+    # Every input a local path that is not there: said at once, without starting Spark.
+    # (On Spark Connect the paths are the server's, which this machine cannot check.)
+    if remote is None:
+        paths = [local_path(arg) for arg in args.inputs]
+        if all(path is not None and not any(c in path for c in "*?[{")
+               and not os.path.lexists(path) for path in paths):
+            print(f"mqttwire pipeline: no such file or directory: "
+                  f"{', '.join(args.inputs)}", file=sys.stderr)
+            return 1
     from .spark import run_pipeline
     from .spark.startup import MasterError, check_master
 
