@@ -297,6 +297,7 @@ sys.exit(status)
 """
 
 
+@pytest.mark.spark  # the command looks for the spark extra before the inputs
 def test_pipeline_of_inputs_that_are_not_there_says_so_without_spark(tmp_path: Path) -> None:
     """Every input a local path that does not exist: one line, status 1, and pyspark not
     even imported (so no JVM started)."""
