@@ -20,9 +20,9 @@ from spark_scenarios import (
     capture_b,
     capture_c,
     capture_mixed,
-    comparable_rows,
     ring_buffer,
     stage_tasks,
+    table_rows,
 )
 
 NOT_A_CAPTURE = b"These are notes, not a capture.\n" * 4
@@ -125,13 +125,7 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
     spark = make_session("local[2]")
     run = LocalRun({}, {}, {}, {}, [])
 
-    def rows(tables: Any) -> dict[str, list[dict[str, Any]]]:
-        tables.persist()
-        try:
-            return {name: comparable_rows(frame.toArrow().to_pylist())
-                    for name, frame in tables.items()}
-        finally:
-            tables.unpersist()
+    rows = table_rows
 
     try:
         # "stream" and "binaryfile" have their tasks write the tables (a local output

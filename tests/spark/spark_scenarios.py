@@ -223,6 +223,16 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # IP fragments and a UDP datagram.  pcapng: two interfaces of different link types.
 
 
+def table_rows(tables: Any) -> dict[str, list[dict[str, Any]]]:
+    """Each table of ``read_tables``' result as comparable rows (collected once each)."""
+    tables.persist()
+    try:
+        return {name: comparable_rows(frame.toArrow().to_pylist())
+                for name, frame in tables.items()}
+    finally:
+        tables.unpersist()
+
+
 def _session(version: int, client_id: str, publishes: list[Any]) -> list[tuple[int, bytes]]:
     """(side, bytes) of a session: CONNECT, CONNACK, ``publishes`` (each answered as its
     QoS asks), DISCONNECT."""

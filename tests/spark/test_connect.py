@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from live_brokers import mosquitto
 from local_servers import HOST, free_port
-from spark_scenarios import comparable_rows, read_rows
+from spark_scenarios import read_rows, table_rows
 
 # once: the session kind is Spark's, whichever codec decodes in the tasks (the classic
 # runs cover both codecs); scripts/test.sh runs it in its first pass only.
@@ -129,15 +129,6 @@ def connect(connect_url: str) -> Iterator[Any]:
             os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
-def _rows(tables: Any) -> dict[str, list[dict[str, Any]]]:
-    tables.persist()
-    try:
-        return {name: comparable_rows(frame.toArrow().to_pylist())
-                for name, frame in tables.items()}
-    finally:
-        tables.unpersist()
-
-
 def test_read_tables_on_connect_equals_the_classic_session(connect: Any, captures,
                                                             local_run) -> None:
     """The same read_tables calls as the classic local run's (tests/spark/conftest.py),
@@ -148,14 +139,14 @@ def test_read_tables_on_connect_equals_the_classic_session(connect: Any, capture
     from mqttwire.spark.startup import is_connect
 
     assert is_connect(connect)
-    assert _rows(read_tables(connect, captures.inputs)) == local_run.frames
+    assert table_rows(read_tables(connect, captures.inputs)) == local_run.frames
     inputs = captures.inputs + [str(path) for path in captures.mixed] + [str(local_run.ring)]
     # tests/spark/conftest.py's SPLIT_SIZE
     split = read_tables(connect, inputs, split_size=1000, payload_limit=4)
     assert split.split is not None
     assert sorted(f.name for f in split.split.files) == local_run.split_files
-    assert _rows(split) == local_run.mixed["split"]
-    assert _rows(read_tables(connect, inputs, split_size=None, payload_limit=4)) \
+    assert table_rows(split) == local_run.mixed["split"]
+    assert table_rows(read_tables(connect, inputs, split_size=None, payload_limit=4)) \
         == local_run.mixed["whole"]
     totals = split.totals()  # the tasks' reports, as the Connect session returns them
     assert totals.packets == sum(1 for row in local_run.mixed["split"]["packets"]
