@@ -621,6 +621,21 @@ def test_a_malformed_packet_from_the_broker(spark: Any) -> None:
     assert "both QoS bits set" in said and "[MQTT-3.3.1-4]" in said
 
 
+def test_a_reused_packet_identifier_fails_the_query_by_default(spark: Any) -> None:
+    """strictBroker true (the default): a new QoS 1 PUBLISH (DUP 0) with the identifier of
+    one not yet acknowledged is the broker's protocol error (5.0 [MQTT-2.2.1-4]), not a
+    message taken twice or one lost.  A real Mosquitto does it with a backlog beyond the
+    identifier space: tests/spark/test_live_backlog.py shows it from a capture."""
+    # Written by hand: 0x32 PUBLISH QoS 1, remaining length 7, topic "t", identifier 1,
+    # no properties, payload "a"; then the same again.
+    publish = bytes([0x32, 7, 0, 1, ord("t"), 0, 1, 0, ord("a")])
+    with scripted_broker(bytes([0x01]), publish * 2) as port:
+        said = failure(spark, url=f"mqtt://{HOST}:{port}", topics="t", clientId="x",
+                       version="5")
+    assert "packet identifier 1, in use by a message not yet acknowledged" in said, said
+    assert "protocol violation by the server" in said and "[MQTT-2.2.1-4]" in said, said
+
+
 @pytest.mark.parametrize(("options", "says"), [
     ({"topics": "t", "clientId": "x"}, "option url is required"),
     ({"url": "http://h", "topics": "t", "clientId": "x"}, "url must be mqtt://, mqtts://"),

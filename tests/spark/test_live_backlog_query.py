@@ -3,8 +3,11 @@ more than 65,535 messages waiting in its session (Mosquitto, ``max_inflight_mess
 0``): it drains them all, batch by batch, at MQTT 5.0 and 3.1.1, QoS 1, 2 and mixed,
 with ``maxMessagesPerBatch`` unset and set, with ``strictBroker`` false.  Mosquitto 2.0.11
 then has more messages in flight than there are packet identifiers (test_live_backlog.py
-shows it from a capture): by default (``strictBroker`` true) the query fails on it
-(the last test)."""
+shows it from a capture, and that the strict session refuses it).  Whether the broker
+gets there under a query depends on how soon the query's first acknowledgements reach
+it, so the query's failure on such a PUBLISH under the default (``strictBroker`` true)
+is shown with a scripted broker that always sends it: test_live.py's
+``test_a_reused_packet_identifier_fails_the_query_by_default``."""
 
 from __future__ import annotations
 
@@ -120,27 +123,3 @@ def test_a_query_drains_a_backlog_beyond_the_identifier_space(
         assert batches >= BACKLOG // limit, batches
     print(f"\n{client_id}: {BACKLOG} messages in {batches} batches")
 
-
-def test_by_default_a_query_fails_on_the_broker_s_overrun(
-        spark: Any, broker: Mosquitto, tmp_path: Path) -> None:
-    # strictBroker true: the broker's reuse of an identifier in use fails the query with
-    # its protocol error, and the messages stay in the broker's session.
-    from pyspark.errors import StreamingQueryException
-
-    assert broker.port is not None
-    client_id = topic = "backlog-strict"
-    made = subscriber(broker.port, mqttwire, client_id, 5, tolerate=False, topic=f"{topic}/#")
-    made.start()
-    made.close()
-    publish_backlog(broker.port, BACKLOG, qos=(1, 2), topic=topic)
-    query = start(spark, {"url": broker.url, "topics": f"{topic}/#", "clientId": client_id,
-                          "qos": "2", "version": "5"}, tmp_path / "out", tmp_path / "cp")
-    try:
-        with pytest.raises(StreamingQueryException) as failed:
-            query.awaitTermination(DRAIN_TIMEOUT)
-            pytest.fail(f"the query is still running after {DRAIN_TIMEOUT:g} s")
-        said = str(failed.value)
-    finally:
-        query.stop()
-    assert "in use by a" in said and "protocol violation by the server" in said, said
-    assert len(rows(tmp_path / "out")) < BACKLOG
