@@ -5,6 +5,8 @@ Python with :func:`run_pipeline`; :func:`read_tables` gives the same five tables
 DataFrames, unwritten, for further work in Spark.  The modules, in the order data flows:
 
 - :mod:`.inputs`: list the input files (any Hadoop URI) on the driver;
+- :mod:`.plan`: the inputs turned into typed tasks (no Spark needed);
+- :mod:`.tasks`: what runs on the executors: a task's decoding and what it returns;
 - :mod:`.derive`: the connections, messages and retained tables of one capture (its
   records, with TCP stream ends, from :func:`mqttwire.capture.read_capture`), in pure
   Python (no Spark needed);
@@ -14,7 +16,10 @@ DataFrames, unwritten, for further work in Spark.  The modules, in the order dat
 - :mod:`.parquet`: the tables' Parquet files written by the tasks themselves, and
   their commit on the driver;
 - :mod:`.schema`: the declared table schemas;
-- :mod:`.pipeline`: the Spark job; :mod:`.startup`: starting Spark;
+- :mod:`.tables`: the five tables as DataFrames (:func:`read_tables`);
+- :mod:`.write`: the tables written; :mod:`.run`: the command's run, from options to
+  summary (:func:`run_pipeline`), with :mod:`.progress` its progress lines;
+- :mod:`.startup`: starting Spark;
 - :mod:`.report`: the summary and its chart.
 
 Importing this package does not import pyspark; :func:`run_pipeline` does.
@@ -22,16 +27,10 @@ Importing this package does not import pyspark; :func:`run_pipeline` does.
 
 from __future__ import annotations
 
-from .pipeline import (
-    TABLE_NAMES,
-    Counters,
-    PipelineOptions,
-    PipelineResult,
-    Tables,
-    read_tables,
-    run_pipeline,
-)
+from .run import PipelineOptions, PipelineResult, run_pipeline
 from .startup import JavaMissing, find_java
+from .tables import TABLE_NAMES, Tables, read_tables
+from .tasks import Counters
 
 __all__ = [
     "TABLE_NAMES",

@@ -34,7 +34,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 from .derive import CaptureTables, RetainOrder, Row
 from .schema import RETAINED
 
-__all__ = ["RETAIN_EVENTS", "Share", "ShareTables", "merge_retained", "share_count"]
+__all__ = ["RETAIN_EVENTS", "Share", "ShareTables", "merge_retained"]
 
 #: A task's retained candidates: the retained table's columns and the RetainOrder.
 RETAIN_EVENTS = pa.schema(list(RETAINED) + [
@@ -51,14 +51,6 @@ class Share:
     def keeps(self, number: int) -> bool:
         """Whether connection ``number`` (n of its id "<capture>#<n>") is this share's."""
         return (number - 1) % self.count == self.index
-
-
-def share_count(size: int, share_size: int | None, cores: int) -> int:
-    """How many tasks read a file of ``size`` bytes: one per ``share_size`` bytes, at most
-    ``cores``; 1 when ``share_size`` is None."""
-    if share_size is None or size < share_size:
-        return 1
-    return max(1, min(cores, size // share_size))
 
 
 class ShareTables(CaptureTables):

@@ -162,5 +162,5 @@ TABLES = {"packets": PACKETS, "connections": CONNECTIONS, "messages": MESSAGES,
           "retained": RETAINED, "errors": ERRORS}
 
 #: What the decoding tasks return: one row per Arrow batch of a table, ``data`` holding
-#: the batch as an Arrow IPC stream (see :mod:`mqttwire.spark.pipeline` for why).
+#: the batch as an Arrow IPC stream (see :mod:`mqttwire.spark.tables` for why).
 STAGED = pa.schema([("table", pa.string()), ("data", pa.binary())])

@@ -78,6 +78,7 @@ from ..capture.synth import ipv4_packet, tcp_header
 from ..capture.tcp import RST
 from .batches import Batch, Decoding, FilesOf, FileStats, retain_event_batches, table_batches
 from .connection_shares import RETAIN_EVENTS, ShareTables
+from .tasks import STAGED_OUT, Counters, TaskTotals
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -413,9 +414,7 @@ def _range_task(tasks: list[list[tuple[Any, ...]]], progress: str | None
     """mapInArrow function over a range of task indexes: each task's (name, path, range,
     start, end, last, member, label) rows read, a :data:`ROWS` batch per row."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from .pipeline import _TaskTotals
-
-        totals = _TaskTotals(progress)
+        totals = TaskTotals(progress)
         for batch in batches:
             for task in batch.column(0).to_pylist():
                 for name, path, index, start, end, last, member, label in tasks[task]:
@@ -459,9 +458,7 @@ def _decode_task(splits: dict[str, FileSplit], numbers: dict[str, dict[int, int]
     the task's report; with ``report_openings``, a WRITTEN row (table ``_opened``) of
     (capture, frame) of every connection's opening frame, as JSON."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from .pipeline import _TaskTotals
-
-        totals = _TaskTotals(out.progress)
+        totals = TaskTotals(out.progress)
         opened: list[tuple[str, int]] = []
 
         def tables() -> Iterator[Batch]:
@@ -534,7 +531,6 @@ class SplitRead:
     def read_totals(self) -> Any:
         """The files and bytes that the range tasks read (of the files split; those
         read whole instead count where they are read), as the pipeline's Counters."""
-        from .pipeline import Counters
         from .sets import SetFile
 
         return Counters(files=sum(len(f.members) if isinstance(f, SetFile) else 1
@@ -591,7 +587,6 @@ class SplitRead:
         (:meth:`exact_numbers`)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from .pipeline import STAGED_OUT
         from .schema import STAGED
 
         self.exact_numbers()

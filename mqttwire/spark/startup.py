@@ -262,7 +262,7 @@ def _settings(master: str | None, conf: dict[str, str] | None) -> dict[str, str]
         "spark.ui.showConsoleProgress": "false",
         # The log level from the start (SparkContext.setLogLevel without the context).
         "spark.log.level": "WARN",
-        # The pipeline persists its staged batches on disk (see pipeline.py), through
+        # The pipeline persists its staged batches on disk (see .tables), through
         # Java serialisation, whose stream keeps every object written until it is reset:
         # by default every 100 objects, here 100 cached batches of up to 4 MB each.
         # Resetting after each one keeps a task's heap bounded by one batch.

@@ -603,7 +603,7 @@ def test_pipeline_group_never(pipeline_runs: PipelineRuns) -> None:
 
 def test_pipeline_group_option() -> None:
     from mqttwire.cli import build_parser
-    from mqttwire.spark.pipeline import _check_reading
+    from mqttwire.spark.plan import check_reading
 
     args = build_parser().parse_args(["pipeline", "x", "--out", "o"])
     assert args.group == "auto"
@@ -612,9 +612,9 @@ def test_pipeline_group_option() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["pipeline", "x", "--out", "o", "--group", "all"])
     with pytest.raises(ValueError, match="group must be one of auto, never, one"):
-        _check_reading("auto", None, None, "all")
+        check_reading("auto", None, None, "all")
     with pytest.raises(ValueError, match="group 'one' needs the files opened by path"):
-        _check_reading("binaryfile", None, None, "one")
+        check_reading("binaryfile", None, None, "one")
 
 
 def test_files_of_a_batch() -> None:

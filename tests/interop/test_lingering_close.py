@@ -16,7 +16,7 @@ Maximum in one burst and then keeps sending for a while, and must read the DISCO
 bytes intact and the end of the stream, with no reset on either side; 20 times per
 mqttwire implementation, since the failure it guards against came in about half the
 runs.  The other way round, examples/client.py and the live source's subscriber
-(mqttwire.spark.subscriber) disconnect from a raw server that keeps sending, which must
+(mqttwire.spark.live.subscriber) disconnect from a raw server that keeps sending, which must
 read their DISCONNECT and the end of the stream with no reset.  Every byte string is
 written out by hand.
 """
@@ -217,13 +217,13 @@ DISCONNECT_V5_0x81 = bytes.fromhex("e0 01 81")
 ])
 def test_live_source_subscriber_disconnect_reaches_a_server_still_writing(
         flood: bytes, expected: bytes) -> None:
-    """mqttwire.spark.subscriber (the live source's connection) closes the same way, on
+    """mqttwire.spark.live.subscriber (the live source's connection) closes the same way, on
     close() and when its session ends the connection (DISCONNECT 0x81 for the broker's
     malformed packet)."""
     import threading
 
     from mqttwire.session import ClientSession
-    from mqttwire.spark.subscriber import Subscriber
+    from mqttwire.spark.live.subscriber import Subscriber
 
     for run in range(RUNS):
         with socket.socket() as listener:

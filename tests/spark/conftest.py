@@ -186,9 +186,9 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
 def figures_by_engine(spark: Any, out: Path) -> dict[str, Any]:
     """Both figure engines over the tables written in ``out``."""
     from mqttwire.spark.figures import ArrowFigures, SparkFigures
-    from mqttwire.spark.pipeline import _written
+    from mqttwire.spark.write import written_tables
 
-    return {"spark": SparkFigures(_written(spark, str(out))), "arrow": ArrowFigures(str(out))}
+    return {"spark": SparkFigures(written_tables(spark, str(out))), "arrow": ArrowFigures(str(out))}
 
 
 def figures_of(engine: Any) -> dict[str, Any]:

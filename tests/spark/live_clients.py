@@ -36,7 +36,7 @@ def publish(port: int, prefix: str, payloads: list[bytes], *, version: int = 4,
 
 
 def take(sub: Any, count: int) -> list[Any]:
-    """What the subscriber (mqttwire.spark.subscriber.Subscriber) received, until
+    """What the subscriber (mqttwire.spark.live.subscriber.Subscriber) received, until
     ``count`` messages or TIMEOUT; its error, if it has one, raised."""
     got: list[Any] = []
     deadline = time.monotonic() + TIMEOUT

@@ -205,7 +205,7 @@ def test_session_conf_stops_the_jit_at_c1_only_where_the_tasks_write(
     local master and the tasks writing the tables; the JVM's default wherever it does
     the heavy lifting (a split, Spark's writer), and on a cluster."""
     from mqttwire.spark import PipelineOptions
-    from mqttwire.spark.pipeline import QUICK_JIT
+    from mqttwire.spark.run import QUICK_JIT
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)  # not under spark-submit
     jit = {"spark.driver.extraJavaOptions": QUICK_JIT}
@@ -234,7 +234,7 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     there is none (under a name of this process's), else map it; both with the JVM's
     CDS log off; and both after QUICK_JIT in the driver's options."""
     from mqttwire.spark import PipelineOptions
-    from mqttwire.spark.pipeline import QUICK_JIT
+    from mqttwire.spark.run import QUICK_JIT
     from mqttwire.spark.startup import ClassArchive
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)

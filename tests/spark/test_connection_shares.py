@@ -20,8 +20,8 @@ try:
 
     from mqttwire.capture import read_capture
     from mqttwire.spark.batches import decode_capture
-    from mqttwire.spark.connection_shares import Share, merge_retained, share_count
-    from mqttwire.spark.pipeline import SHARE_SIZE
+    from mqttwire.spark.connection_shares import Share, merge_retained
+    from mqttwire.spark.plan import SHARE_SIZE, share_count
 except ModuleNotFoundError as exc:
     if exc.name != "pyarrow":
         raise

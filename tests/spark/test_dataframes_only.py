@@ -19,11 +19,9 @@ import mqttwire
 PACKAGE = Path(mqttwire.__file__).resolve().parent
 SPARK = PACKAGE / "spark"
 
-#: The modules on the path of read_tables and the command (every function in them).
-ON_THE_PATH = [SPARK / name for name in (
-    "__init__.py", "pipeline.py", "split.py", "inputs.py", "sets.py", "packing.py",
-    "connection_shares.py", "batches.py", "parquet.py", "figures.py", "report.py",
-    "startup.py", "schema.py", "derive.py", "columns.py")] + [PACKAGE / "cli.py"]
+#: The modules on the path of read_tables and the command (every function in them):
+#: every module of the batch pipeline (the live source is a package of its own, below).
+ON_THE_PATH = sorted(SPARK.glob("*.py")) + [PACKAGE / "cli.py"]
 
 #: Names that a Connect session lacks: the context, RDDs and their jobs, accumulators,
 #: the JVM through py4j, the context's log level and status tracker.
@@ -88,9 +86,9 @@ def test_no_sparkcontext_rdd_or_py4j_on_the_path(path: Path) -> None:
 
 def test_the_live_sources_register_uses_dataframes_only() -> None:
     """``register`` (and its worker check in startup.py, checked above); the rest of
-    live.py runs in Python workers, or is use_filesystem_checkpoints (py4j on a classic
+    live/source.py runs in Python workers, or is use_filesystem_checkpoints (py4j on a classic
     session, the conf alone on a Connect one)."""
-    assert _findings(SPARK / "live.py", {"register"}) == []
+    assert _findings(SPARK / "live" / "source.py", {"register"}) == []
 
 
 def test_the_check_finds_what_it_looks_for(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ try:
     import pyarrow.dataset as ds
 
     from mqttwire.spark.parquet import partition_dir
-    from mqttwire.spark.pipeline import _listing
+    from mqttwire.spark.plan import tasks_of
 except ModuleNotFoundError as exc:
     if exc.name != "pyarrow":
         raise
@@ -152,11 +152,11 @@ def test_pipeline_and_dissect_on_a_folder(tmp_path: Path) -> None:
 
 
 def test_gzip_captures_are_one_task_each() -> None:
-    """A gzip stream reads from its start only: never in shares (.shares)."""
+    """A gzip stream reads from its start only: never in shares (.connection_shares)."""
     plain = CaptureFile("file:/d/a.pcapng", 100 << 20, "a.pcapng", format="pcapng")
     packed = CaptureFile("file:/d/b.pcapng.gz", 100 << 20, "b.pcapng.gz", format="pcapng.gz")
-    rows = _listing(4, [plain, packed], 32 << 20)
-    assert Counter(row[0] for row in rows) == {"a.pcapng": 3, "b.pcapng.gz": 1}
+    tasks = tasks_of([plain, packed], 32 << 20, 4, None)
+    assert Counter(t.name for task in tasks for t in task) == {"a.pcapng": 3, "b.pcapng.gz": 1}
 
 
 LISTING = """

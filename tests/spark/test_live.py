@@ -299,7 +299,7 @@ class FakeSubscriber:
 
     def receive(self, n: int) -> None:
         from mqttwire.session.client import ReceivedMessage
-        from mqttwire.spark.subscriber import Received
+        from mqttwire.spark.live.subscriber import Received
 
         for _ in range(n):
             self.seq += 1
@@ -425,8 +425,8 @@ def test_a_batch_mixing_messages_with_and_without_properties(codec: Any) -> None
     import pyarrow as pa
 
     from mqttwire.session.client import ReceivedMessage
-    from mqttwire.spark.live import MqttPartition, _arrow_schema
-    from mqttwire.spark.subscriber import Received
+    from mqttwire.spark.live.source import MqttPartition, _arrow_schema
+    from mqttwire.spark.live.subscriber import Received
 
     props = codec.Properties(content_type="text/plain", correlation_data=b"\x00\xff",
                              response_topic="re/1", message_expiry_interval=60,
@@ -470,8 +470,8 @@ def test_a_batch_mixing_messages_with_and_without_properties(codec: Any) -> None
 
 def test_a_3x_batch_has_null_property_columns(codec: Any) -> None:
     from mqttwire.session.client import ReceivedMessage
-    from mqttwire.spark.live import _arrow_batch, _arrow_schema
-    from mqttwire.spark.subscriber import Received
+    from mqttwire.spark.live.source import _arrow_batch, _arrow_schema
+    from mqttwire.spark.live.subscriber import Received
 
     p = codec.Publish("t", b"\xff", qos=1, packet_id=1)
     batch = _arrow_batch([Received(1, ReceivedMessage(codec.decode(p.encode(4), version=4),
@@ -490,13 +490,13 @@ def test_a_3x_batch_has_null_property_columns(codec: Any) -> None:
 
 def test_the_subscriber_acknowledges_what_it_is_told_and_the_rest_comes_again(
         codec: Any, tmp_path: Path) -> None:
-    """The subscriber under the live source (mqttwire.spark.subscriber), alone: PUBACKs go
+    """The subscriber under the live source (mqttwire.spark.live.subscriber), alone: PUBACKs go
     out for the messages acknowledged, and only for them; the others come again, DUP set,
     to the next connection of the client id (its session kept by the broker)."""
     import paho.mqtt.client as mqtt
 
     from mqttwire.session import ClientSession
-    from mqttwire.spark.subscriber import Received, Subscriber
+    from mqttwire.spark.live.subscriber import Received, Subscriber
 
     def subscriber() -> Subscriber:
         session = ClientSession("acker", version=5, clean_start=False,
@@ -696,7 +696,7 @@ def test_filesystem_checkpoints_are_chosen_when_asked(spark: Any) -> None:
 
 def test_filesystem_checkpoints_leave_the_default_without_the_class(
         spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mqttwire.spark.live as live
+    import mqttwire.spark.live.source as live
 
     monkeypatch.setattr(live, "_FILESYSTEM_MANAGERS", ("org.example.NoSuchManager",))
     assert live.use_filesystem_checkpoints(spark) is False

@@ -34,7 +34,7 @@ from local_servers import HOST, sample_maker
 
 import mqttwire
 from mqttwire.session import ClientSession
-from mqttwire.spark.subscriber import Reconnect, Subscriber, SubscriberError
+from mqttwire.spark.live.subscriber import Reconnect, Subscriber, SubscriberError
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

@@ -136,7 +136,7 @@ def test_strict_broker_option() -> None:
 def subscriber(port: int, codec: ModuleType, client_id: str, version: int = 5,
                timeout: float = 60.0) -> Any:
     from mqttwire.session import ClientSession
-    from mqttwire.spark.subscriber import Reconnect, Subscriber
+    from mqttwire.spark.live.subscriber import Reconnect, Subscriber
 
     session = ClientSession(client_id, version=version, clean_start=False,
                             session_expiry_interval=600 if version == 5 else 0,
@@ -232,7 +232,7 @@ def test_a_lost_session_is_said_and_can_fail(codec: ModuleType, tmp_path: Path,
     By default the subscriber logs the loss as an error and subscribes again; with
     fail_on_session_loss it ends, saying why."""
     from mqttwire.session import ClientSession
-    from mqttwire.spark.subscriber import Reconnect, Subscriber
+    from mqttwire.spark.live.subscriber import Reconnect, Subscriber
 
     with mosquitto(tmp_path, persistence=True) as b:
         subs = []
@@ -246,7 +246,7 @@ def test_a_lost_session_is_said_and_can_fail(codec: ModuleType, tmp_path: Path,
             subs[-1].start()
         b.stop()
         (tmp_path / "mosquitto.db").unlink()
-        with caplog.at_level("ERROR", logger="mqttwire.spark.subscriber"):
+        with caplog.at_level("ERROR", logger="mqttwire.spark.live.subscriber"):
             b.start()
             deadline = time.monotonic() + TIMEOUT
             while (subs[0].connections < 2 or subs[1].error is None) \

@@ -1,5 +1,5 @@
-"""MQTT over WebSocket for the live source (mqttwire.spark.links under
-mqttwire.spark.subscriber), against real WebSocket listeners started here on 127.0.0.1:
+"""MQTT over WebSocket for the live source (mqttwire.spark.live.links under
+mqttwire.spark.live.subscriber), against real WebSocket listeners started here on 127.0.0.1:
 amqtt's (MQTT 3.1.1; ws, and wss with certificates made here) and the project's example
 broker behind the websockets package (tests/capture/ws_broker.py: MQTT 5.0, each binary
 message it sends fragmented, a packet split across frames).  paho-mqtt publishes over
@@ -25,8 +25,8 @@ from local_servers import HOST
 from tls_certs import Certs, make_certs
 
 from mqttwire.session import ClientSession
-from mqttwire.spark.links import Endpoint, TlsOptions
-from mqttwire.spark.subscriber import Reconnect, Subscriber, SubscriberError
+from mqttwire.spark.live.links import Endpoint, TlsOptions
+from mqttwire.spark.live.subscriber import Reconnect, Subscriber, SubscriberError
 
 pytestmark = pytest.mark.interop
 

@@ -29,8 +29,9 @@ from spark_scenarios import (
 
 from mqttwire.spark.inputs import CaptureFile
 from mqttwire.spark.packing import Packing, parse_bytes
-from mqttwire.spark.pipeline import TABLE_NAMES, _tasks
+from mqttwire.spark.plan import tasks_of
 from mqttwire.spark.sets import SetFile
+from mqttwire.spark.tables import TABLE_NAMES
 
 pytestmark = pytest.mark.spark
 
@@ -92,8 +93,8 @@ def test_sets_gzip_files_and_shares_stay_units_of_their_own() -> None:
     ring = SetFile(members[0].uri, 2000, members[0].name, format="pcap", members=members)
     big = CaptureFile("file:/d/big.pcap", 100 * MIB, "big.pcap", format="pcap")
     stream = [*small, missing, packed, ring, big]
-    tasks = _tasks(2, stream, 32 * MIB, Packing(128 * MIB, 4 * MIB, 2))
-    names = [[row[0] for row in task] for task in tasks]
+    tasks = tasks_of(stream, 32 * MIB, 2, Packing(128 * MIB, 4 * MIB, 2))
+    names = [[t.name for t in task] for task in tasks]
     # big.pcap in shares (3 of 32 MiB, at most the 2 cores), the largest tasks first;
     # the set and the gzip file alone; the small files and the missing one packed (over
     # 2 cores: maxSplitBytes is half their total).
@@ -102,9 +103,9 @@ def test_sets_gzip_files_and_shares_stay_units_of_their_own() -> None:
         [["r_00001_20261126120000.pcap"], ["z.pcap.gz"],
          sorted(f"s{i}.pcap" for i in range(6)),
          sorted([*(f"s{i}.pcap" for i in range(6, 10)), "missing.pcap"])])
-    assert {row[4:6] for row in tasks[0] + tasks[1]} == {(0, 2), (1, 2)}
-    # Without packing (None), every row its own task, as before.
-    assert len(_tasks(2, stream, 32 * MIB, None)) == len(stream) + 1
+    assert {(t.share, t.shares) for t in tasks[0] + tasks[1]} == {(0, 2), (1, 2)}
+    # Without packing (None), every file (every share) a task of its own.
+    assert len(tasks_of(stream, 32 * MIB, 2, None)) == len(stream) + 1
 
 
 @dataclass

@@ -10,8 +10,9 @@ import pytest
 import mqttwire._pure as mw
 from mqttwire.capture import Record
 from mqttwire.spark.inputs import CaptureFile, local_path, name_captures
-from mqttwire.spark.pipeline import BINARY_FILE_LIMIT, IMPORTS_AHEAD, _plan
+from mqttwire.spark.plan import BINARY_FILE_LIMIT, route
 from mqttwire.spark.report import duration_text, markdown_table, rate_buckets
+from mqttwire.spark.run import IMPORTS_AHEAD
 from mqttwire.spark.startup import is_on_this_host
 
 
@@ -43,18 +44,60 @@ def test_plan_routes_files_to_readers() -> None:
     remote = CaptureFile("hdfs://nn/b.pcap", 10)
     huge = CaptureFile("s3a://bkt/c.pcap", BINARY_FILE_LIMIT + 1)
     missing = CaptureFile("/x/gone.pcap", problem="no such file")
-    stream, binary = _plan([local, remote, huge, missing], "auto")
-    assert (stream, binary) == ([local, huge, missing], [remote])
-    assert huge.problem is not None and "2 GiB" in huge.problem
+    stream, binary = route([local, remote, huge, missing], "auto")
+    assert (stream[0], stream[2], binary) == (local, missing, [remote])
+    # What cannot be read is a copy that says why; the listed file is left as it was.
+    assert stream[1].uri == huge.uri and "2 GiB" in (stream[1].problem or "")
+    assert huge.problem is None
 
-    local, remote = CaptureFile("file:/x/a.pcap", 10), CaptureFile("hdfs://nn/b.pcap", 10)
-    stream, binary = _plan([local, remote], "binaryfile")
+    stream, binary = route([local, remote], "binaryfile")
     assert (stream, binary) == ([], [local, remote])
 
-    local, remote = CaptureFile("file:/x/a.pcap", 10), CaptureFile("hdfs://nn/b.pcap", 10)
-    stream, binary = _plan([local, remote], "stream")
-    assert (stream, binary) == ([local, remote], [])
-    assert local.problem is None and remote.problem is not None
+    stream, binary = route([local, remote], "stream")
+    assert stream[0] == local and binary == []
+    assert "not a local path" in (stream[1].problem or "") and remote.problem is None
+
+
+def test_the_plan_is_made_without_spark() -> None:
+    """make_plan: the listed files with the routing's problems, a task per input file
+    (one packing task for the small local ones), binaryFile's files, those to split; the
+    cores and the packing asked only when files are opened by path."""
+    from mqttwire.spark.packing import Packing
+    from mqttwire.spark.plan import Listing, make_plan
+
+    files = [CaptureFile("file:/x/a.pcap", 10, "a.pcap"),
+             CaptureFile("file:/x/big.pcap", 300 << 20, "big.pcap"),
+             CaptureFile("hdfs://nn/b.pcap", 10, "b.pcap"),
+             CaptureFile("s3a://bkt/c.pcap", BINARY_FILE_LIMIT + 1, "c.pcap"),
+             CaptureFile("/x/gone.pcap", name="gone.pcap", problem="no such file")]
+    asked: list[str] = []
+
+    def cores() -> int:
+        asked.append("cores")
+        return 2
+
+    def packing() -> Packing:
+        asked.append("packing")
+        return Packing(min_partitions=2)
+
+    plan = make_plan(Listing(files, files), split_size=128 << 20, cores=cores,
+                     packing=packing, payload_limit=100)
+    assert [f.problem is not None for f in plan.files] == [False, False, False, True, True]
+    assert plan.binary == [files[2]] and plan.split == [files[1]]
+    # Packed by size as Spark packs files (.packing), the largest first: c.pcap's
+    # 2 GiB fills a task (it only makes its error row).
+    assert [[t.name for t in task] for task in plan.tasks] == [
+        ["c.pcap"], ["a.pcap", "gone.pcap"]]
+    assert asked == ["cores", "packing"] and plan.how.payload_limit == 100
+    # A split file whose ranges do not join up is read whole instead: a task of its own.
+    whole = plan.reading_whole([files[1]])
+    assert whole.split == [] and len(whole.tasks) == 3
+    assert [[(t.name, t.path) for t in task] for task in whole.tasks][1] == [
+        ("big.pcap", "/x/big.pcap")]  # the largest tasks first
+    # Only remote files: neither the cores nor the packing is asked for.
+    asked.clear()
+    assert make_plan(Listing(files[2:3], files[2:3]), cores=cores, packing=packing).tasks == []
+    assert asked == []
 
 
 @pytest.mark.parametrize(("master", "here"), [

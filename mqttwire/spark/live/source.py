@@ -230,7 +230,7 @@ class LiveOptions:
         if version is None:
             raise ValueError(f"mqtt source: option version must be 3, 4 or 5 (3.1, 3.1.1, "
                              f"5.0), not {opts['version']!r}")
-        from .. import validate_topic_filter
+        from ... import validate_topic_filter
 
         for topic in topics:
             validate_topic_filter(topic, version=version)  # raises the codec's error
@@ -269,7 +269,7 @@ class LiveOptions:
 
     def subscriber(self) -> Subscriber:
         """A subscriber for these options (not started)."""
-        from ..session import ClientSession
+        from ...session import ClientSession
         from .subscriber import Reconnect, Subscriber
 
         session = ClientSession(
@@ -407,7 +407,7 @@ class MqttStreamReader(DataSourceStreamReader):
             # 31,300 to 36,000 messages a second sustained (benchmarks/history/live.md).
             import gc
 
-            from .batches import GC_THRESHOLD
+            from ..batches import GC_THRESHOLD
 
             first, *rest = gc.get_threshold()
             gc.set_threshold(max(first, GC_THRESHOLD), *rest)
@@ -493,7 +493,7 @@ def register(spark: SparkSession) -> None:
     :class:`mqttwire.spark.startup.WorkerPythonError` says what to set.  Start a local
     session with :func:`mqttwire.spark.startup.make_session`, or with PYSPARK_PYTHON set
     to the interpreter that has mqttwire, before it starts."""
-    from .startup import check_python_workers
+    from ..startup import check_python_workers
 
     check_python_workers(spark)
     spark.dataSource.register(MqttDataSource)
@@ -523,7 +523,7 @@ def use_filesystem_checkpoints(spark: SparkSession) -> bool:
     into the server's JVM, the class is chosen by the server's Spark version (the name
     of Spark 4, where it moved, from 4.0 on) and set; the setting is the session's, and
     a server without the class fails the query at its start, naming it."""
-    from .startup import is_connect
+    from ..startup import is_connect
 
     if is_connect(spark):
         major = int(str(spark.version).split(".", 1)[0])

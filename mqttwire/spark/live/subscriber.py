@@ -26,7 +26,7 @@ it held for the client id is gone.  Everything else ends the subscriber and is k
 :attr:`Subscriber.error`: the first connection failing (unreachable, refused), a refused
 CONNECT or subscription, a protocol violation by the broker, and a broker away longer
 than :attr:`Reconnect.timeout` ("gave up after ...").  Logged on the ``logging`` logger
-``mqttwire.spark.subscriber``.
+``mqttwire.spark.live.subscriber``.
 
 Only the standard library and mqttwire: no pyspark.
 """
@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..session import (
+from ...session import (
     ClientSession,
     Connected,
     ConnectRefused,
@@ -49,7 +49,7 @@ from ..session import (
     MessageReceived,
     SubscribeCompleted,
 )
-from ..session.client import ClientState, ReceivedMessage
+from ...session.client import ClientState, ReceivedMessage
 from .links import Endpoint, Link
 
 __all__ = ["Received", "Reconnect", "Subscriber", "SubscriberError"]
@@ -169,7 +169,7 @@ class Subscriber:
         self._thread = threading.Thread(target=self._run, name="mqttwire-subscriber",
                                         daemon=True)
         self._matchers = [(f, _plain_filter(f)) for f, _ in self.filters]
-        from .. import topic_matches
+        from ... import topic_matches
 
         self._matches = topic_matches
 
