@@ -214,7 +214,13 @@ def test_deny_rule_overlap(a: str, b: str, expected: bool) -> None:
 def test_deny_rule_closes_mqtt31(shared_example_broker: Any,
                                  paho_to: Callable[..., Any]) -> None:
     sub = paho_to(shared_example_broker)(3, "deny-31")
-    # MQTT 3.1's SUBACK has no failure code: the connection is closed.
+    # An allowed filter first: granted, and the connection stays (no disconnect came
+    # by the time a message through it arrives).
+    assert sub.subscribe("open/x", 1) == [1]
+    sub.publish("open/x", b"still here", 1)
+    assert sub.receive().payload == b"still here"
+    assert sub.disconnects.empty()
+    # MQTT 3.1's SUBACK has no failure code: a denied filter closes the connection.
     sub.client.subscribe("secret/x", 1)
     sub.disconnects.get(timeout=TIMEOUT)
 
