@@ -27,7 +27,9 @@ from .auth import (
     Principal,
     Refuse,
 )
+from .broker import Broker
 from .client import ClientSession, ClientState, OutgoingMessage, ReceivedMessage
+from .connection import ConnectionState, Outgoing, ServerConnection
 from .errors import SessionError
 from .events import (
     ClientConnected,
@@ -51,17 +53,8 @@ from .events import (
     WillPublished,
 )
 from .message import Message, RetainedStore
-from .server import (
-    SESSION_NEVER_EXPIRES,
-    Broker,
-    BrokerConfig,
-    ConnectionState,
-    Delivery,
-    Outgoing,
-    ServerConnection,
-    ServerSession,
-    SessionStats,
-)
+from .server_config import SESSION_NEVER_EXPIRES, BrokerConfig
+from .server_session import Delivery, ServerSession, SessionStats
 
 __all__ = [
     "Broker",

@@ -15,7 +15,7 @@ from .message import Message
 
 if TYPE_CHECKING:
     from .client import OutgoingMessage, ReceivedMessage
-    from .server import ServerConnection
+    from .connection import ServerConnection
 
 __all__ = [
     "Event",
