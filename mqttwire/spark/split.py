@@ -265,7 +265,8 @@ class _Sections:
             out, self._buf = self._buf, memoryview(b"")
         else:
             out, self._buf = self._buf[:n], self._buf[n:]
-        return out.tobytes() if len(out) != len(out.obj) else cast(bytes, out.obj)
+        whole = cast(bytes, out.obj)  # a piece: the bytes the memoryview was made on
+        return out.tobytes() if len(out) != len(whole) else whole
 
 
 def _handler(capture: str, how: Decoding, codec: ModuleType | None,

@@ -1,5 +1,6 @@
-"""TLS for the live source (mqttwire.spark.live.links under mqttwire.spark.live.subscriber) against
-Mosquitto's TLS listeners, started here on 127.0.0.1 with a CA and certificates made here
+"""TLS for the live source (mqttwire.spark.live.transport under
+mqttwire.spark.live.subscriber) against Mosquitto's TLS listeners, started here on
+127.0.0.1 with a CA and certificates made here
 (tls_certs.py, the openssl command): mutual TLS (the broker requires a client
 certificate), a listener whose certificate is for another name, and a plain listener for
 the paho-mqtt publisher.  Each failure (wrong CA, wrong host name or IP address, no
@@ -23,8 +24,8 @@ from local_servers import HOST, free_port
 from tls_certs import KEY_PASSWORD, Certs, make_certs
 
 from mqttwire.session import ClientSession
-from mqttwire.spark.live.links import Endpoint, InsecureTLSWarning, TlsOptions
 from mqttwire.spark.live.subscriber import Subscriber, SubscriberError
+from mqttwire.spark.live.transport import Endpoint, InsecureTLSWarning, TlsOptions
 
 pytestmark = pytest.mark.interop
 

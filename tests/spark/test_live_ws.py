@@ -1,4 +1,4 @@
-"""MQTT over WebSocket for the live source (mqttwire.spark.live.links under
+"""MQTT over WebSocket for the live source (mqttwire.spark.live.transport under
 mqttwire.spark.live.subscriber), against real WebSocket listeners started here on 127.0.0.1:
 amqtt's (MQTT 3.1.1; ws, and wss with certificates made here) and the project's example
 broker behind the websockets package (tests/capture/ws_broker.py: MQTT 5.0, each binary
@@ -25,8 +25,8 @@ from local_servers import HOST
 from tls_certs import Certs, make_certs
 
 from mqttwire.session import ClientSession
-from mqttwire.spark.live.links import Endpoint, TlsOptions
 from mqttwire.spark.live.subscriber import Reconnect, Subscriber, SubscriberError
+from mqttwire.spark.live.transport import Endpoint, TlsOptions
 
 pytestmark = pytest.mark.interop
 

@@ -10,7 +10,7 @@
 
 The modules: :mod:`.source`, the data source and its stream reader (offsets, batches,
 acknowledgements on commit); :mod:`.subscriber`, the MQTT connection under it (a thread
-around :class:`mqttwire.session.ClientSession`, reconnecting); :mod:`.links`, how that
+around :class:`mqttwire.session.ClientSession`, reconnecting); :mod:`.transport`, how that
 connection reaches the broker (TCP, TLS, WebSocket).  docs/live.md is the user's guide.
 Importing this package imports pyspark.
 """

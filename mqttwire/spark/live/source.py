@@ -10,7 +10,7 @@
 
 How it works: the driver side of the source (Spark runs it in a Python process of its
 own for the query's lifetime) holds one MQTT connection (TCP, TLS or WebSocket:
-:mod:`.links`), a :class:`.subscriber.Subscriber` over the session layer
+:mod:`.transport`), a :class:`.subscriber.Subscriber` over the session layer
 (:mod:`mqttwire.session`), which keeps every message received,
 in order.  Each micro-batch takes the messages received since the last one; its offsets
 are message counts (``{"seq": n}``).  The batch's rows travel to one task in its input
@@ -61,8 +61,8 @@ if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
     from pyspark.sql import SparkSession
 
-    from .links import Endpoint, TlsOptions
     from .subscriber import Received, Subscriber
+    from .transport import Endpoint, TlsOptions
 
 __all__ = ["SCHEMA", "LiveOptions", "MqttDataSource", "MqttStreamReader", "register",
            "use_filesystem_checkpoints"]
@@ -153,7 +153,7 @@ class LiveOptions:
         key, PEM, for brokers that require one; the key may be in ``certFile``),
         ``keyPassword`` (an encrypted key's), ``tlsInsecure`` (true or false, default
         false: true checks neither the certificate nor the host name, and warns with
-        :class:`.links.InsecureTLSWarning` through Python's ``warnings``; for tests
+        :class:`.transport.InsecureTLSWarning` through Python's ``warnings``; for tests
         only).  The host name of the url is checked against the broker's certificate
         and sent as SNI.  The files are read here: a missing or unreadable one, a key
         that is not the certificate's, a wrong ``keyPassword`` is a ValueError before
@@ -199,7 +199,7 @@ class LiveOptions:
         if not url:
             raise ValueError("mqtt source: option url is required, e.g. mqtt://host:1883")
         parts = urlsplit(url)
-        from .links import SCHEMES, Endpoint
+        from .transport import SCHEMES, Endpoint
 
         scheme = SCHEMES.get(parts.scheme.lower())
         if scheme is None or not parts.hostname:
@@ -293,7 +293,7 @@ _TLS_OPTIONS = {"cafile": "caFile", "certfile": "certFile", "keyfile": "keyFile"
 
 def _tls_options(opts: Mapping[str, str], scheme: str, tls: bool) -> TlsOptions | None:
     """The TLS options (names lowercased in ``opts``), checked; None without TLS."""
-    from .links import TlsOptions
+    from .transport import TlsOptions
 
     if not tls:
         given = [name for lower, name in _TLS_OPTIONS.items() if lower in opts]

@@ -1,6 +1,6 @@
 """A subscribing MQTT client on a connection and a thread: the I/O around
 :class:`mqttwire.session.ClientSession` that the live source (:mod:`.live`) needs.  The
-connection is a :class:`.links.Link` (TCP, TLS, WebSocket: :mod:`.links`).
+connection is a :class:`.transport.Transport` (TCP, TLS, WebSocket: :mod:`.transport`).
 
 The thread owns the connection's reading side: it feeds what it reads to the session, keeps
 the received messages in arrival order, numbered, and sends what the session queues
@@ -50,7 +50,7 @@ from ...session import (
     SubscribeCompleted,
 )
 from ...session.client import ClientState, ReceivedMessage
-from .links import Endpoint, Link
+from .transport import Endpoint, Transport
 
 __all__ = ["Received", "Reconnect", "Subscriber", "SubscriberError"]
 
@@ -153,14 +153,14 @@ class Subscriber:
         self._messages: list[Received] = []  # received, not yet taken
         self._taken: list[Received] = []  # taken, not yet acknowledged
         self._seq = 0
-        self._sock: Link | None = None
+        self._sock: Transport | None = None
         self._ready = threading.Event()  # first subscribed, or failed
         self._stop = False
         self._stopped = threading.Event()  # wakes a reconnection's wait
         #: Why the current connection ended (None while it runs).
         self._ended: SubscriberError | None = None
         #: Whether a read or write of the current connection failed (nothing more is sent).
-        self._link_failed = False
+        self._transport_failed = False
         self._up_since: float | None = None  # when the current connection was accepted
         #: Disconnected.linger of the current connection's end (0.0 until it ended).
         self._linger = 0.0
@@ -247,9 +247,9 @@ class Subscriber:
         if self._ended is None:
             self._ended = error
 
-    def _open(self) -> Link:
-        """A connection to the broker: TCP, TLS, WebSocket (a LinkError, an OSError
-        saying what failed, if not: .links)."""
+    def _open(self) -> Transport:
+        """A connection to the broker: TCP, TLS, WebSocket (a TransportError, an OSError
+        saying what failed, if not: .transport)."""
         sock = self.endpoint.open(self.connect_timeout)
         # Blocking with a timeout: reads happen only after select() says there is data,
         # and a burst of acknowledgements (one PUBACK per message of a committed batch)
@@ -263,12 +263,12 @@ class Subscriber:
         data = self.session.data_to_send()
         # Sent even when the connection is ending: a DISCONNECT the session queued as it
         # ended it (the broker's protocol violation, a refused subscription) must go out
-        # before the lingering close.  Not on a link that already failed.
-        if data and self._sock is not None and not self._link_failed:
+        # before the lingering close.  Not on a transport that already failed.
+        if data and self._sock is not None and not self._transport_failed:
             try:
                 self._sock.send_all(data)
             except OSError as exc:
-                self._link_failed = True
+                self._transport_failed = True
                 self._end(SubscriberError(f"sending to {self.host}:{self.port} failed: {exc}",
                                           transient=True))
 
@@ -317,7 +317,7 @@ class Subscriber:
         """Open one connection and serve it until it ends: why it ended (None: stopped)."""
         try:
             sock = self._open()
-        except OSError as exc:  # a LinkError: says what failed (.links)
+        except OSError as exc:  # a TransportError: says what failed (.transport)
             return SubscriberError(str(exc), transient=True)
         with self._lock:
             if self._stop:
@@ -325,7 +325,7 @@ class Subscriber:
                 return None
             self._sock = sock
             self._ended = None
-            self._link_failed = False
+            self._transport_failed = False
             self._linger = 0.0
             self.session.connect(time.monotonic())
             self._flush()
@@ -337,7 +337,7 @@ class Subscriber:
                 data = sock.receive() if sock.wait_readable(wait) else None
             except OSError as exc:
                 data = b""  # as a closed connection: the session is told it is lost
-                self._link_failed = True
+                self._transport_failed = True
                 self._end(SubscriberError(f"reading from {self.host}:{self.port} failed: "
                                           f"{exc}", transient=True))
             with self._lock:

@@ -1,5 +1,5 @@
 """The live source's connection to its broker: plain TCP, TLS, MQTT over WebSocket, or
-WebSocket over TLS, behind one small interface (:class:`Link`) for the subscriber
+WebSocket over TLS, behind one small interface (:class:`Transport`) for the subscriber
 (:mod:`.subscriber`): send all, receive what is there, wait until readable, close with
 linger.
 
@@ -11,11 +11,11 @@ library's).  Only the socket does I/O.  So two threads can use a link at once, a
 subscriber does (its thread reads while the caller's thread sends acknowledgements), which
 an :class:`ssl.SSLSocket` does not promise: OpenSSL's reads and writes of one connection
 are not safe in parallel.  And nothing stays decrypted and unread inside the SSL object
-after :meth:`Link.receive` (it drains every record it can decrypt), so a ``select()`` on
+after :meth:`Transport.receive` (it drains every record it can decrypt), so a ``select()`` on
 the socket says truly whether more is to come; what a handshake read beyond itself is
-kept and reported readable at once (:meth:`Link.wait_readable`).
+kept and reported readable at once (:meth:`Transport.wait_readable`).
 
-Errors say which part failed: :class:`LinkError` (a :class:`ConnectionError`) with the
+Errors say which part failed: :class:`TransportError` (a :class:`ConnectionError`) with the
 certificate check, the host name, the client certificate the broker wants or refused,
 the WebSocket handshake, or a rule of MQTT over WebSocket ([MQTT-6.0.0-1], [MQTT-6.0.0-4]).
 """
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from websockets.client import ClientProtocol
     from websockets.frames import Frame
 
-__all__ = ["SCHEMES", "Endpoint", "InsecureTLSWarning", "Link", "LinkError", "TlsOptions"]
+__all__ = ["SCHEMES", "Endpoint", "InsecureTLSWarning", "TlsOptions", "Transport",
+           "TransportError"]
 
 #: URL scheme -> (TLS, WebSocket, default port).  ws and wss default to HTTP's ports, as
 #: their URLs do (RFC 6455 §3); mqtts and ssl to MQTT's TLS port (IANA: 8883).
@@ -49,7 +50,7 @@ SCHEMES: dict[str, tuple[bool, bool, int]] = {
 _CHUNK = 1 << 16
 
 
-class LinkError(ConnectionError):
+class TransportError(ConnectionError):
     """The connection could not be made, or broke: what and where."""
 
 
@@ -169,31 +170,31 @@ class Endpoint:
     def __str__(self) -> str:
         return self.url
 
-    def open(self, timeout: float) -> Link:
+    def open(self, timeout: float) -> Transport:
         """Connect, and complete the TLS and WebSocket handshakes, each step bounded by
-        ``timeout`` seconds; raise :class:`LinkError` (an OSError) saying which failed."""
+        ``timeout`` seconds; raise :class:`TransportError` (an OSError) saying which failed."""
         try:
             context = self.tls.context() if self.tls else None
         except ValueError as exc:
-            raise LinkError(str(exc)) from None
+            raise TransportError(str(exc)) from None
         try:
             sock = socket.create_connection((self.host, self.port), timeout)
         except OSError as exc:
-            raise LinkError(f"cannot connect to {self.host}:{self.port}: "
-                            f"{exc.strerror or exc}") from None
-        link = Link(sock, self)
+            raise TransportError(f"cannot connect to {self.host}:{self.port}: "
+                                 f"{exc.strerror or exc}") from None
+        transport = Transport(sock, self)
         try:
             if context is not None:
-                link._start_tls(context)
+                transport._start_tls(context)
             if self.ws_path is not None:
-                link._start_websocket()
+                transport._start_websocket()
         except BaseException:
             sock.close()
             raise
-        return link
+        return transport
 
 
-class Link:
+class Transport:
     """An open connection: bytes in and out of MQTT's byte stream, whatever carries it.
     Safe for one reading thread and one or more sending threads at once."""
 
@@ -212,7 +213,7 @@ class Link:
 
     def __repr__(self) -> str:
         tls = f" {self._tls.version()}" if self._tls is not None else ""
-        return f"<Link {self.endpoint.url}{tls}{' ended' if self._ended else ''}>"
+        return f"<Transport {self.endpoint.url}{tls}{' ended' if self._ended else ''}>"
 
     # -- what the subscriber uses ---------------------------------------------------------
 
@@ -264,7 +265,7 @@ class Link:
                 from websockets.protocol import State
 
                 if self._ws.state is not State.OPEN:
-                    raise LinkError(f"the WebSocket to {self.endpoint.url} is "
+                    raise TransportError(f"the WebSocket to {self.endpoint.url} is "
                                     f"{self._ws.state.name.lower()}")
                 self._ws.send_binary(data)
                 data = b"".join(self._ws.data_to_send())
@@ -369,7 +370,7 @@ class Link:
             self.sock.sendall(pending)
         return bytes(out)
 
-    def _tls_failure(self, exc: ssl.SSLError | None) -> LinkError:
+    def _tls_failure(self, exc: ssl.SSLError | None) -> TransportError:
         """What a TLS alert, or an end of the connection right after the TLS handshake
         (``exc`` None: before any MQTT byte came), means."""
         tls = self.endpoint.tls
@@ -377,28 +378,28 @@ class Link:
         reason = getattr(exc, "reason", None) or ""
         url = self.endpoint.url
         if reason == "TLSV13_ALERT_CERTIFICATE_REQUIRED":
-            return LinkError(f"the broker at {url} requires a client certificate "
+            return TransportError(f"the broker at {url} requires a client certificate "
                              f"(certFile/keyFile): {exc}")
         if reason == "SSLV3_ALERT_HANDSHAKE_FAILURE" and not tls.cert_file:
             # TLS 1.2's answer to a missing client certificate, among other things.
-            return LinkError(f"the broker at {url} refused the TLS handshake ({exc}): does "
+            return TransportError(f"the broker at {url} refused the TLS handshake ({exc}): does "
                              "it require a client certificate (certFile/keyFile)?")
         if exc is None and not tls.cert_file:
             # TLS 1.3 ends the client's side of the handshake before the server has
             # checked the client's certificate: a broker that wants one and got none
             # sends the alert 'certificate required' and closes, or (Mosquitto 2.0.11)
             # resets the connection, and the reset can overtake the alert.
-            return LinkError(f"the broker at {url} requires a client certificate "
+            return TransportError(f"the broker at {url} requires a client certificate "
                              "(certFile/keyFile), it seems: it ended the connection after "
                              "the TLS handshake, before any MQTT packet")
         if tls.cert_file and (exc is None or reason.startswith(
                 ("TLSV1_ALERT_", "SSLV3_ALERT_", "TLSV13_ALERT_"))):
             said = f" ({exc})" if exc is not None else ", before any MQTT packet"
-            return LinkError(f"the broker at {url} refused the client certificate "
+            return TransportError(f"the broker at {url} refused the client certificate "
                              f"(certFile {tls.cert_file!r}), it seems: it ended the "
                              f"connection after the TLS handshake{said}; is it signed by a "
                              "CA that the broker trusts?")
-        return LinkError(f"TLS with {url} failed: {exc}")
+        return TransportError(f"TLS with {url} failed: {exc}")
 
     def _ws_data(self, frames: list[Frame] | None = None) -> bytes:
         """The binary payloads of ``frames`` (default: those the WebSocket protocol has
@@ -414,7 +415,7 @@ class Link:
                 self._ws_text = True
                 self._ws.fail(1003, "MQTT travels in binary frames [MQTT-6.0.0-1]")
                 self._send_wire(b"".join(self._ws.data_to_send()))
-                raise LinkError(f"{self.endpoint.url} sent a text WebSocket frame: MQTT "
+                raise TransportError(f"{self.endpoint.url} sent a text WebSocket frame: MQTT "
                                 "packets travel in binary frames only [MQTT-6.0.0-1]")
             if frame.opcode in (Opcode.BINARY, Opcode.CONT):
                 self._ws_text = False
@@ -433,7 +434,7 @@ class Link:
         try:
             raw = self.sock.recv(_CHUNK)
         except TimeoutError:
-            raise LinkError(f"no {what} from {self.endpoint.url} within "
+            raise TransportError(f"no {what} from {self.endpoint.url} within "
                             f"{self.sock.gettimeout():g} s") from None
         except OSError as exc:
             raw = b""
@@ -441,7 +442,7 @@ class Link:
         else:
             said = "it closed the connection"
         if not raw:
-            raise LinkError(f"{what} with {self.endpoint.url} failed: {said} (is port "
+            raise TransportError(f"{what} with {self.endpoint.url} failed: {said} (is port "
                             f"{self.endpoint.port} a "
                             f"{'TLS' if what.startswith('TLS') else 'WebSocket'} listener?)")
         return raw
@@ -473,18 +474,18 @@ class Link:
         # Anything decrypted already (a broker that speaks first) is MQTT's.
         self._pending += self._decrypt(None)
 
-    def _verify_failure(self, exc: ssl.SSLCertVerificationError) -> LinkError:
+    def _verify_failure(self, exc: ssl.SSLCertVerificationError) -> TransportError:
         endpoint = self.endpoint
         tls = endpoint.tls
         assert tls is not None
         if exc.verify_code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, _IP_ADDRESS_
             kind = "IP address" if _is_ip(endpoint.host) else "host name"
-            return LinkError(f"{kind} {endpoint.host!r} does not match the broker's "
+            return TransportError(f"{kind} {endpoint.host!r} does not match the broker's "
                              f"certificate ({exc.verify_message}); connect by a name the "
                              "certificate holds")
         store = (f"caFile {tls.ca_file!r}" if tls.ca_file else
                  "the system's CA store; set caFile to the CA that signed it")
-        return LinkError(f"certificate verify failed: {exc.verify_message} "
+        return TransportError(f"certificate verify failed: {exc.verify_message} "
                          f"(the broker at {endpoint.url}, checked against {store})")
 
     def _start_websocket(self) -> None:
@@ -507,7 +508,7 @@ class Link:
             data = self._decrypt(raw) if self._tls is not None else raw
             ws.receive_data(data)
             if ws.handshake_exc is not None:
-                raise LinkError(f"WebSocket handshake with {endpoint.url} failed: "
+                raise TransportError(f"WebSocket handshake with {endpoint.url} failed: "
                                 f"{ws.handshake_exc}")
             events = ws.events_received()
             if events:  # the Response, and any frames after it
@@ -515,7 +516,7 @@ class Link:
         if ws.subprotocol != "mqtt":
             ws.fail(1002, "no subprotocol mqtt")  # protocol error (RFC 6455 §4.1, §7.4.1)
             self._send_wire(b"".join(ws.data_to_send()))
-            raise LinkError(f"{endpoint.url} accepted the WebSocket without the subprotocol "
+            raise TransportError(f"{endpoint.url} accepted the WebSocket without the subprotocol "
                             f"'mqtt' ({ws.subprotocol or 'none'}): the server must select "
                             "'mqtt' [MQTT-6.0.0-4]")
         self._ws = ws
