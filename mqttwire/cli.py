@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jvm-cache", metavar="DIR",
                    help="keep an archive of the driver JVM's classes in DIR (about 150 MB, "
                    "written by the first run, which takes some seconds longer): later runs "
-                   "start Spark about 2 s sooner.  Default: none")
+                   "start Spark sooner.  Default: none")
     p.add_argument("--progress", type=_seconds, default=5.0, metavar="SECONDS",
                    help="seconds between progress lines (0: none; default 5)")
     p.add_argument("--summary-dir", metavar="DIR",
@@ -400,8 +400,8 @@ def _pipeline(args: argparse.Namespace) -> int:
             print(f"mqttwire pipeline: {exc}", file=sys.stderr)
             return 2
     # pandas too: pyspark's mapInArrow refuses to run without it.  Found, not imported:
-    # importing pandas and matplotlib here took 0.3 s before Spark could start (the run
-    # imports what it uses when it uses it).
+    # importing pandas and matplotlib here would delay Spark's start (the run imports
+    # what it uses when it uses it).
     for module in ("pyspark", "pyarrow", "pandas", "matplotlib"):
         if importlib.util.find_spec(module) is None:
             print(f"mqttwire pipeline: {module} is not installed: install the spark extra, "

@@ -66,7 +66,7 @@ __all__ = ["MqttStreams", "Record", "looks_like_connect"]
 
 
 # The compiled loop allocates Records and fills their fields by position: the fields are
-# shared_slots.RECORD_FIELDS, in that order (tests/capture/test_shared_slots.py).
+# shared_slots.RECORD_FIELDS, in that order (tests/capture/test_capture_shared_slots.py).
 @dataclass(slots=True, eq=False)
 class Record:
     """One MQTT packet, or one stretch of a stream that is not a packet, in a capture.

@@ -10,7 +10,7 @@ The contract: renaming or retyping one of these slots, or a Record field, is a c
 loop_c.pyx too.  loop_c.pyx looks each slot up by name in its class at import (never by a
 fixed offset), refuses at import a slot that is not listed here or not a writable object
 slot, and a Record whose fields are not :data:`RECORD_FIELDS` in this order; read_capture
-then falls back to the pure loop.  tests/capture/test_shared_slots.py checks both sides.
+then falls back to the pure loop.  tests/capture/test_capture_shared_slots.py checks both sides.
 """
 
 from __future__ import annotations

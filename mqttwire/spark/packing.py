@@ -2,8 +2,8 @@
 
 A decoding task has a fixed cost (a Python worker handing over, the decoder's setup, a
 Parquet file per table opened and closed, the scheduling), which a small capture does
-not pay back: 200 captures of 19 kB, a task each, took 32 to 39 s to decode on 2 busy
-cores, and 11 to 17 s packed into 7 tasks (benchmarks/history/capture.md).  Ring buffers of
+not pay back: 200 captures of 19 kB take about half the time packed into a few tasks
+that they take in a task each (benchmarks/capture.md, "200 small captures").  Ring buffers of
 small files are how long captures are kept, so the streaming reader packs the files that
 a task reads whole into tasks of several files, with Spark's own rule and settings (its
 ``FilePartition.getFilePartitions``), so that a user who knows them knows this too:

@@ -76,9 +76,7 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
     """The columns worth Parquet's dictionary encoding: the strings (topics, client ids,
     directions, packet types: few distinct values).  The others (times, offsets, packet
     ids, payloads) have nearly as many values as rows, so trying a dictionary first costs
-    CPU for nothing: a share of the 200 MB benchmark capture wrote in 1.04-1.06 s of CPU
-    this way against 1.30-1.50 s with dictionaries everywhere, 3% larger
-    (benchmarks/history/capture.md)."""
+    CPU for nothing, for files hardly smaller (benchmarks/history/capture.md)."""
     return [f.name for f in schema if pa.types.is_string(f.type)
             or pa.types.is_large_string(f.type)]
 

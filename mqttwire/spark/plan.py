@@ -14,7 +14,7 @@ How files become tasks:
 * a file on a filesystem that every task mounts (a local path) is opened by path, a
   file elsewhere (``hdfs:``, ``s3a:``, ...) comes through ``binaryFile``, which refuses
   files over 2 GiB (``reader`` can ask for either);
-* a file (or a set of files: :mod:`.sets`) larger than ``split_size`` that tasks open
+* a file (or a set of files: :mod:`.set_files`) larger than ``split_size`` that tasks open
   by path, not gzip-compressed, is read in byte ranges (:mod:`.split`);
 * a file of at least ``share_size`` bytes is read by several tasks, each keeping a share
   of its connections (:mod:`.connection_shares`: only when the tasks write the tables);
@@ -34,7 +34,7 @@ from ..capture.files import Skipped
 from ..capture.sets import GROUP_MODES
 from .inputs import CaptureFile, local_path
 from .packing import Packing
-from .sets import SetFile, set_lines
+from .set_files import SetFile, set_lines
 
 if TYPE_CHECKING:
     from .batches import Decoding
@@ -77,17 +77,17 @@ class Task:
     #: This task's share of the file's connections, of ``shares`` (.connection_shares).
     share: int = 0
     shares: int = 1
-    #: A set's files, in reading order (.sets.SetFile.parts), else None.
+    #: A set's files, in reading order (.set_files.SetFile.parts), else None.
     parts: str | None = None
 
 
 @dataclass(frozen=True)
 class Listing:
-    """The inputs as listed (:mod:`.inputs`) and grouped (:mod:`.sets`)."""
+    """The inputs as listed (:mod:`.inputs`) and grouped (:mod:`.set_files`)."""
 
     #: Every input file, with the problem of each that could not be listed.
     files: list[CaptureFile]
-    #: The units of work: each file alone, or a set of files (.sets.SetFile).
+    #: The units of work: each file alone, or a set of files (.set_files.SetFile).
     units: list[CaptureFile]
     #: The grouping's notes, to show.
     notes: list[str] = field(default_factory=list)
@@ -110,7 +110,7 @@ class Plan:
     split: list[CaptureFile]
     #: The files of the input folders (and globs) that are not captures, not read.
     skipped: list[Skipped] = field(default_factory=list)
-    #: The sets of files read as one capture (.sets.set_lines), and the grouping's notes.
+    #: The sets of files read as one capture (.set_files.set_lines), and the grouping's notes.
     sets: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: What :meth:`reading_whole` needs to make tasks of more files.

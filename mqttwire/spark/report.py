@@ -1,7 +1,7 @@
 """The run's summary: packets by type and version, top topics, QoS exchanges that did not
 complete, errors; written as summary.md with a PNG chart of the message rate.
 
-Every figure is an aggregate over the tables as written (:mod:`.figures`: Spark jobs, or
+Every figure is an aggregate over the tables as written (:mod:`.aggregates`: Spark jobs, or
 Arrow on the driver when it can see the files); only aggregates reach the driver, never
 rows by the million.  The figures are independent, so they are computed at once, in two
 waves (the second needs the first's counts and time span): with Spark, one job plans and
@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .figures import ERRORS_COLUMNS, TOP
+from .aggregates import ERRORS_COLUMNS, TOP
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from .figures import ArrowFigures, SparkFigures
+    from .aggregates import ArrowAggregates, SparkAggregates
     from .inputs import CaptureFile, Skipped
 
-    Figures = ArrowFigures | SparkFigures
+    Aggregates = ArrowAggregates | SparkAggregates
 
 __all__ = ["ROUND_WIDTHS", "Report", "count", "duration_text", "markdown_table",
            "rate_buckets", "rate_figure", "write_summary"]
@@ -166,16 +166,16 @@ def _together(jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
         return {name: future.result() for name, future in futures.items()}
 
 
-def write_summary(figures: Figures, counts: dict[str, int], directory: str, *,
+def write_summary(figures: Aggregates, counts: dict[str, int], directory: str, *,
                   options: Any, files: list[CaptureFile],
                   skipped: Sequence[Skipped] = (), sets: Sequence[str] = (),
                   notes: Sequence[str] = ()) -> Report:
-    """Compute the summary's ``figures`` (:mod:`.figures`; ``counts``: the tables' row
+    """Compute the summary's ``figures`` (:mod:`.aggregates`; ``counts``: the tables' row
     counts, except ``errors``), write ``directory``/summary.md and message_rate.png,
     and return it.  The figures are computed in two concurrent waves.  ``skipped``: the
     files of the input folders that are not captures, named in a section of their own;
     ``sets`` and ``notes``: the files read as one capture, and what to know about that
-    (.sets)."""
+    (.set_files)."""
     os.makedirs(directory, exist_ok=True)
     first = _together({"overview": figures.overview, "error_kinds": figures.error_kinds,
                        "known": figures.known,

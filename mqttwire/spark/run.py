@@ -17,7 +17,7 @@ How it runs:
    the staged rows (:mod:`.tables`).
 4. A summary is printed and written to summary.md with a chart (:mod:`.report`), computed
    from the tables as written (Parquet reads only the columns each figure needs:
-   :mod:`.figures`).
+   :mod:`.aggregates`).
 
 :func:`~.tables.read_tables` is steps 1 and 2 without the writes.  Only DataFrame
 operations run the pipeline (no SparkContext, RDD, accumulator or py4j), so the same
@@ -57,7 +57,7 @@ __all__ = ["IMPORTS_AHEAD", "QUICK_JIT", "PipelineOptions", "PipelineResult",
 
 #: The driver JVM's just-in-time compiler stopped at its first tier (C1) when the tasks
 #: write the tables on a local master: the JVM then only starts and schedules the tasks
-#: (the summary's figures are Arrow's there: .figures), work too short for the
+#: (the summary's figures are Arrow's there: .aggregates), work too short for the
 #: optimising compiler (C2) to pay back the CPU it takes from the tasks on the same
 #: cores (benchmarks/capture.md); where the JVM does the heavy lifting (a split file's
 #: shuffle, Spark's Parquet writer) C1 measured slower, so those runs keep the JVM's
@@ -92,7 +92,7 @@ class PipelineOptions:
     executor_memory: str | None = None  # spark.executor.memory; None: Spark's
     #: a directory for the driver JVM's class archive (.startup.ClassArchive); None: none
     jvm_cache: str | None = None
-    #: which input files are pieces of one capture: auto, never, one (.sets)
+    #: which input files are pieces of one capture: auto, never, one (.set_files)
     group: str = "auto"
     #: whether the JVM's start-up lines (its warnings, log4j's profile) reach stderr
     jvm_lines: bool = True
@@ -187,7 +187,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     use, classic or Spark Connect (else one is made for ``options.master``, or on the
     Connect server ``options.remote``, and stopped at the end)."""
     from ..capture.files import skipped_line
-    from .figures import ArrowFigures, SparkFigures
+    from .aggregates import ArrowAggregates, SparkAggregates
     from .parquet import staging_root
     from .report import write_summary
     from .startup import (
@@ -266,7 +266,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         if plan.skipped:
             print(skipped_line(len(plan.skipped), [s.name for s in plan.skipped]),
                   file=sys.stderr)
-        for line in plan.sets + plan.notes:  # capture sets (.sets)
+        for line in plan.sets + plan.notes:  # capture sets (.set_files)
             print(f"mqttwire: {line}", file=sys.stderr)
         if split is not None:
             print(f"mqttwire: {split.line()}", file=sys.stderr)
@@ -282,17 +282,17 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
         else:
             totals = write_through_spark(spark, plan, split, target, phase)
             counts = {}
-        figures: ArrowFigures | SparkFigures
+        figures: ArrowAggregates | SparkAggregates
         if local_target is not None and not connect and (counts or master.startswith("local")):
             # The driver sees the files (it committed them, or it ran the tasks):
-            # Arrow reads them without Spark's first-read costs (.figures).
-            figures = ArrowFigures(local_target)
+            # Arrow reads them without Spark's first-read costs (.aggregates).
+            figures = ArrowAggregates(local_target)
             if own_session:
-                # Spark has done its part: it stops (about 1 s) while Arrow summarises.
+                # Spark has done its part: it stops while Arrow summarises.
                 stopping = threading.Thread(target=spark.stop, name="mqttwire-stop-spark")
                 stopping.start()
         else:
-            figures = SparkFigures(written_tables(spark, target))
+            figures = SparkAggregates(written_tables(spark, target))
         if not counts:  # else the tasks reported them; errors: the summary counts them
             counts = {name: figures.rows(name) for name in TABLE_NAMES if name != "errors"}
         # On Spark Connect the output is the server's: the summary goes there when this

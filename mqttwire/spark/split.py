@@ -532,7 +532,7 @@ class SplitRead:
     def read_totals(self) -> Any:
         """The files and bytes that the range tasks read (of the files split; those
         read whole instead count where they are read), as the pipeline's Counters."""
-        from .sets import SetFile
+        from .set_files import SetFile
 
         return Counters(files=sum(len(f.members) if isinstance(f, SetFile) else 1
                                   for f in self.files),
@@ -609,7 +609,7 @@ def read_split(spark: SparkSession, files: list[CaptureFile], split_size: int,
     from pyspark.sql import functions as F
 
     from .inputs import local_path
-    from .sets import SetFile
+    from .set_files import SetFile
 
     listing = []
     names: dict[str, list[str]] = {}

@@ -1,6 +1,6 @@
 """Starting Spark for the pipeline: the Java check, the environment, the session.
 
-Facts behind the settings (measured on the project's machines; docs/cluster.md):
+Facts behind the settings (docs/cluster.md):
 Python workers start whatever ``python3`` is on PATH unless PYSPARK_PYTHON names the
 interpreter that has mqttwire and pyarrow; and a host whose name resolves to 127.0.0.1
 makes Spark pick another interface's address unless the driver is pinned to loopback.
@@ -244,8 +244,9 @@ SESSION_SQL = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
     # The packets table is partitioned by capture, and a task holds one capture: let
     # each task write its rows as they come through an open writer per capture,
-    # instead of sorting them all by capture first (measured: 13% to 25% of the
-    # table's write time).  A task with more captures than this would sort again.
+    # instead of sorting them all by capture first (a part of the table's write time:
+    # benchmarks/history/capture.md).  A task with more captures than this would sort
+    # again.
     "spark.sql.optimizer.plannedWrite.enabled": "false",
     "spark.sql.maxConcurrentOutputFileWriters": "4",
 }
@@ -369,9 +370,8 @@ def check_python_workers(spark: SparkSession) -> None:
 class ClassArchive:
     """A class-data-sharing archive of the classes that the driver's JVM loads (the JDK's
     dynamic CDS archive, JEP 350): the classes parsed and verified once, mapped into
-    later JVMs instead of loaded again from Spark's jars.  On the project's machine the
-    session started in 1.8 s instead of 3.2 s and the first job took 1.3 s instead of
-    2.1 s (benchmarks/history/capture.md).
+    later JVMs instead of loaded again from Spark's jars: the session starts and its
+    first job runs sooner (benchmarks/history/capture.md).
 
     One archive per pyspark version and Java runtime, named for both, in ``directory``.
     When there is none, the JVM writes one as it exits (about 150 MB; the run takes

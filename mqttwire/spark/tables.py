@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from ..capture.files import Skipped
 from .inputs import CaptureFile, list_inputs, local_path, name_captures
 from .plan import Listing, Plan, check_reading, make_plan
-from .sets import group_inputs
+from .set_files import group_inputs
 from .tasks import STAGED_OUT, STATS, Counters, Out, binary_task, on_server, stream_task
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
     assumed where a CONNECT is missing (None infers it), ``reader`` is how tasks read
     files, ``split_size`` the size (bytes) above which a file that the tasks open by
     path is read by several tasks (:mod:`.split`; None: never), ``group`` which files
-    are pieces of one capture (:mod:`.sets`: auto, never, one).
+    are pieces of one capture (:mod:`.set_files`: auto, never, one).
 
     Listing the inputs runs on the driver now, and so does, for files to split, a Spark
     job that reads their ranges and checks them; the decoding waits for an action.  An
@@ -140,7 +140,7 @@ def read_tables(spark: SparkSession, inputs: Sequence[str], *,
 
 def list_units(spark: SparkSession, inputs: Sequence[str], group: str, by_path: bool
                ) -> Listing:
-    """The inputs listed (.inputs) and grouped into units of work (.sets).  On a Spark
+    """The inputs listed (.inputs) and grouped into units of work (.set_files).  On a Spark
     Connect session the local paths are the server's: they are listed, and grouped, in a
     task (:func:`~.tasks.on_server`); the other URIs through DataFrames."""
     from .startup import is_connect
@@ -159,7 +159,7 @@ def list_units(spark: SparkSession, inputs: Sequence[str], group: str, by_path: 
     found = list_inputs(spark, remote, skipped=skipped) if remote else []
     files = listing.files + found
     name_captures(files)
-    # Remote files are never grouped: only files that tasks open by path are (.sets).
+    # Remote files are never grouped: only files that tasks open by path are (.set_files).
     return Listing(files, listing.units + found, listing.notes, skipped)
 
 

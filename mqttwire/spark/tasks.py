@@ -2,7 +2,7 @@
 Arrow batches, and what it returns.
 
 A task of the streaming reader gets its :class:`~.plan.Task` list (files, or shares of
-a file: :mod:`.connection_shares`; a set of files: :mod:`.sets`) and opens each by path;
+a file: :mod:`.connection_shares`; a set of files: :mod:`.set_files`) and opens each by path;
 a task of Spark's ``binaryFile`` source gets each file's content.  Either decodes each
 capture with :func:`~.batches.decode_capture` (any failure to read one becomes its error
 row) and returns its batches as :class:`Out` says: *staged* rows for Spark
@@ -200,8 +200,8 @@ def _run_tasks(tasks: Iterable[Task], how: Decoding, totals: TaskTotals) -> Iter
             totals.done()
             continue
         share = Share(task.share, task.shares) if task.shares > 1 else None
-        if task.parts is not None:  # a set of files, read as one capture (.sets)
-            from .sets import set_opener
+        if task.parts is not None:  # a set of files, read as one capture (.set_files)
+            from .set_files import set_opener
 
             opener, files = set_opener(task.parts)
             yield from file_task(task.name, opener, task.size, how, totals, share, files)

@@ -87,7 +87,7 @@ class LocalRun:
     #: The partition directories that Spark's writer made for PARTITION_NAMES.
     partition_dirs: list[str]
     #: Per output ("stream", "split"): the summary's figures by engine ("spark",
-    #: "arrow": mqttwire.spark.figures), and the summary text written from the Spark
+    #: "arrow": mqttwire.spark.aggregates), and the summary text written from the Spark
     #: engine's figures (the pipeline's own summary.md is the Arrow engine's).
     figures: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     spark_summaries: dict[str, str] = field(default_factory=dict)
@@ -185,10 +185,11 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
 
 def figures_by_engine(spark: Any, out: Path) -> dict[str, Any]:
     """Both figure engines over the tables written in ``out``."""
-    from mqttwire.spark.figures import ArrowFigures, SparkFigures
+    from mqttwire.spark.aggregates import ArrowAggregates, SparkAggregates
     from mqttwire.spark.write import written_tables
 
-    return {"spark": SparkFigures(written_tables(spark, str(out))), "arrow": ArrowFigures(str(out))}
+    return {"spark": SparkAggregates(written_tables(spark, str(out))),
+            "arrow": ArrowAggregates(str(out))}
 
 
 def figures_of(engine: Any) -> dict[str, Any]:

@@ -287,7 +287,7 @@ def _us(value) -> int:
 @pytest.mark.parametrize("reader", ["stream", "split"])
 def test_both_figure_engines_give_the_same_summary(local_run, reader: str) -> None:
     """The summary's figures are the same from Spark's jobs and from Arrow over the
-    files (mqttwire.spark.figures: the pipeline uses Arrow when the driver sees the
+    files (mqttwire.spark.aggregates: the pipeline uses Arrow when the driver sees the
     output), and so is the summary written from each."""
     arrow, spark = local_run.figures[reader]["arrow"], local_run.figures[reader]["spark"]
     assert arrow == spark

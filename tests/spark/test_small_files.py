@@ -30,7 +30,7 @@ from spark_scenarios import (
 from mqttwire.spark.inputs import CaptureFile
 from mqttwire.spark.packing import Packing, parse_bytes
 from mqttwire.spark.plan import tasks_of
-from mqttwire.spark.sets import SetFile
+from mqttwire.spark.set_files import SetFile
 from mqttwire.spark.tables import TABLE_NAMES
 
 pytestmark = pytest.mark.spark

@@ -355,7 +355,7 @@ def test_read_tables_refuses_a_bad_split_size(split_size: Any) -> None:
 
 
 def set_tables(paths: list[Path], codec: ModuleType) -> dict[str, list[dict[str, Any]]]:
-    """The tables of the set read whole, as one capture (the ordinary path: .sets)."""
+    """The tables of the set read whole, as one capture (the ordinary path: .set_files)."""
     from mqttwire.capture import MqttStreams, read_chain
     from mqttwire.capture.sets import FileChain
 

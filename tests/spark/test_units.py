@@ -303,7 +303,7 @@ def test_median_of_counts_is_the_median(values: list[float]) -> None:
     import statistics
     from collections import Counter
 
-    from mqttwire.spark.figures import median_of_counts
+    from mqttwire.spark.aggregates import median_of_counts
 
     counts = sorted(Counter(values).items())
     assert median_of_counts(counts) == (statistics.median(values) if values else None)

@@ -403,8 +403,8 @@ class MqttStreamReader(DataSourceStreamReader):
             # This process (Spark's runner of the source, one per query) holds every
             # message received until its batch commits: tens of thousands of objects
             # without cycles, which CPython's collector would otherwise scan again and
-            # again (as in the capture decoding: .batches.GC_THRESHOLD).  Measured:
-            # 31,300 to 36,000 messages a second sustained (benchmarks/history/live.md).
+            # again (as in the capture decoding: .batches.GC_THRESHOLD;
+            # benchmarks/history/live.md).
             import gc
 
             from ..batches import GC_THRESHOLD
@@ -512,9 +512,9 @@ def use_filesystem_checkpoints(spark: SparkSession) -> bool:
     setting ``spark.sql.streaming.checkpointFileManagerClass``).  For checkpoints on the
     local file system: without Hadoop's native library (pip's pyspark has none),
     FileContext's rename starts a ``readlink`` process for every log file a micro-batch
-    writes (about twelve), which the FileSystem API does not; in benchmarks/bench_live.py
-    the source then sustained about 12% more messages a second, at about 9% lower
-    latency (benchmarks/history/live.md).  A rename on a local (or HDFS) file system is atomic
+    writes (about twelve), which the FileSystem API does not: the source then sustains
+    more messages a second, at a lower latency (benchmarks/history/live.md).  A rename on
+    a local (or HDFS) file system is atomic
     either way; do not use it where ``FileSystem.rename`` is not atomic (object stores),
     which is why Spark's default is FileContext.
 

@@ -2,13 +2,13 @@
 that give the same figures (tests/spark/test_pipeline.py compares them on the scenario
 captures, whole and split):
 
-- :class:`SparkFigures`: Spark jobs over the tables' DataFrames, wherever they are;
-- :class:`ArrowFigures`: Arrow's streaming engine (Acero) over the Parquet files on the
+- :class:`SparkAggregates`: Spark jobs over the tables' DataFrames, wherever they are;
+- :class:`ArrowAggregates`: Arrow's streaming engine (Acero) over the Parquet files on the
   driver's own filesystem, when the driver can see them.
 
-Why two: on make_capture.py's 200 MB capture the summary took 4.3 s with the Spark jobs,
-most of it the JVM's first Parquet reads (class loading and compiling), and 0.7 s with
-Arrow, in runs of 15 to 18 s in all (benchmarks/history/capture.md).  Both stream the rows and
+Why two: with the Spark jobs, most of the summary's time is the JVM's first Parquet reads
+(class loading and compiling), which Arrow does not pay (benchmarks/history/capture.md
+has the figures).  Both stream the rows and
 keep only aggregates (a group per topic, per QoS and status, per latency value) and the
 first rows of two lists; neither gathers the tables.
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
     from pyspark.sql import DataFrame
 
-__all__ = ["ArrowFigures", "SparkFigures", "median_of_counts"]
+__all__ = ["ArrowAggregates", "SparkAggregates", "median_of_counts"]
 
 TOP = 10  # rows in the "top" and "first" lists
 
@@ -72,7 +72,7 @@ def median_of_counts(counts: Sequence[tuple[float, int]]) -> float | None:
     return (hi - position) * low + (position - lo) * high
 
 
-class SparkFigures:
+class SparkAggregates:
     """The figures as Spark jobs over the tables (DataFrames by table name)."""
 
     def __init__(self, tables: dict[str, DataFrame]) -> None:
@@ -179,7 +179,7 @@ def _dicts(rows: list[Any]) -> list[dict[str, Any]]:
     return [r.asDict() for r in rows]
 
 
-class ArrowFigures:
+class ArrowAggregates:
     """The figures with Arrow over the tables' Parquet files under ``root`` (a local
     directory holding one directory per table, ``packets`` partitioned by capture)."""
 
