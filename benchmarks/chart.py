@@ -22,7 +22,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 CY, PY, FLOOR, MQTT5 = (
     "mqttwire cython",

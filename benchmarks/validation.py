@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import peers  # noqa: E402
+import peers
 
 
 def _publish(first: int, topic: bytes, v5: bool, pid: bool = False) -> bytes:

@@ -448,7 +448,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         options.share_size = args.share_size or None
     try:
         result = run_pipeline(options)
-    except Exception as exc:  # noqa: BLE001  # any failure of the run, said in one line
+    except Exception as exc:  # any failure of the run, said in one line
         if args.verbose:
             raise
         print(f"mqttwire pipeline: failed: {_cause(exc)} (--verbose shows the trace)",

@@ -5,7 +5,6 @@ as they never run)."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
@@ -18,7 +17,8 @@ SOURCES = sorted(p for suffix in ("*.py", "*.pyx", "*.pxi", "*.pxd")
 
 #: A path in the repository: tests/..., benchmarks/..., docs/..., examples/...,
 #: mqttwire/..., scripts/... with a file suffix.
-REPO_PATH = re.compile(r"\b((?:tests|benchmarks|docs|examples|mqttwire|scripts)/[\w./-]*\w\.(?:py|pyx|pxi|pxd|md|sh|c|json))\b")
+REPO_PATH = re.compile(r"\b((?:tests|benchmarks|docs|examples|mqttwire|scripts)/"
+                       r"[\w./-]*\w\.(?:py|pyx|pxi|pxd|md|sh|c|json))\b")
 #: A module named in full (mqttwire.x.y) or relative to the file's package (:mod:`.x`).
 FULL_MODULE = re.compile(r"\b(mqttwire(?:\.[a-z_][a-z0-9_]*)+)")
 RELATIVE_MODULE = re.compile(r":(?:mod|func|class|data|meth|attr):`~?(\.+[a-z_][\w.]*)`")

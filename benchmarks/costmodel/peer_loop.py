@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for peers.py
 
-import peers  # noqa: E402
+import peers
 
 CODECS = {
     "cython": peers.MqttWire("mqttwire._speedups", "cython", False),

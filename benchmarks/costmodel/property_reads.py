@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for peers.py
 
-import peers  # noqa: E402
+import peers
 
-from mqttwire import _speedups  # noqa: E402
+from mqttwire import _speedups
 
 
 def present(pr: object, n: int) -> None:

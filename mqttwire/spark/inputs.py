@@ -111,7 +111,7 @@ def list_inputs(spark: SparkSession | None, inputs: Iterable[str], *,
             tops = fs.glob(arg)
         # Any failure to list (a bad scheme, no access, ...): the input is reported by
         # name and the run goes on.
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             group.append(CaptureFile(arg, problem=f"cannot list: {_first_line(exc)}"))
             continue
         if not tops:
@@ -304,7 +304,7 @@ def _look(looks: list[_Look], remote: SparkFiles | None) -> dict[int, tuple[Capt
     if far and remote is not None:
         try:
             heads = remote.heads(far)
-        except Exception as exc:  # noqa: BLE001  # each file then says it
+        except Exception as exc:  # each file then says it
             for look in looks:
                 if look.file.uri in far:
                     look.file.problem = f"cannot read: {_first_line(exc)}"

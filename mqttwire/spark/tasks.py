@@ -125,7 +125,7 @@ def file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
                                                    f"{exc.strerror or exc}", opened=opened)
     # A decoder bug must not cost the other files their results: it is reported as this
     # file's error row, with what to do about it.
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         stats.errors += 1
         yield from capture_error_batches(
             name, f"decoding stopped by {type(exc).__name__}: {exc} "
