@@ -2,7 +2,7 @@
 # before the .pyx): the C state and the C functions that one file of mqttwire/_codec/*_c.pxi
 # defines and another uses.  Each include uses only the names it defines, the names
 # _speedups.pyx imports (and cimports from _cdefs.pxd) and the names declared here;
-# tests/test_includes.py fails on any other use of a name across files.
+# tests/codec/test_includes.py fails on any other use of a name across files.
 #
 # Declarations only, each with the exact signature and exception spec of its definition:
 # the definitions (and the filling of the tables, at import) stay in the file named above

@@ -152,7 +152,7 @@ __all__ = [
 # separate extension modules would turn them into calls through Python or a capsule).  Each
 # file uses only the names it defines, the names imported above and the names declared in
 # _speedups.pxd (which Cython reads before this file): the C tables, the cdef functions one
-# file calls in another, the packet classes' C fields.  tests/test_includes.py enforces it.
+# file calls in another, the packet classes' C fields.  tests/codec/test_includes.py enforces it.
 include "_codec/tables_c.pxi"  # C tables from the shared Python ones; version, int helpers
 include "_codec/datatypes_c.pxi"  # the spec's data types read in C (twin of _codec.datatypes's readers)
 include "_codec/properties_c.pxi"  # property blocks, lazily built Properties (_codec.properties)

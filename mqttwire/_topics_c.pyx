@@ -176,7 +176,7 @@ cdef inline int _check_version(object version) except -1:
 
 
 # ---------------------------------------------------------------------------------------
-# Public functions.  The docstrings are copies of _topics' (tests/test_topics.py,
+# Public functions.  The docstrings are copies of _topics' (tests/topics/test_topics.py,
 # test_api_parity, checks that they stay equal).
 
 

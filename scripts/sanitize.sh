@@ -46,7 +46,7 @@ case $(nm -D mqttwire/_speedups*.so) in *__asan_report*) ;; *) echo "not instrum
 RUNTIME=$(clang -print-file-name=libclang_rt.asan-x86_64.so)
 export LD_PRELOAD=$RUNTIME
 # Python frees little at exit by design, so LeakSanitizer would only report the
-# interpreter; leaks are checked by tests/test_leaks.py instead.
+# interpreter; leaks are checked by tests/codec/test_leaks.py instead.
 # Reports go to files (pytest's output capture would swallow them when ASan aborts) and
 # are printed when the script stops.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:log_path=$WORK/reports/asan

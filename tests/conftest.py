@@ -13,12 +13,12 @@ from types import ModuleType
 
 import pytest
 
-# tests/test_includes.py reads the extension's Cython sources, test_layout.py the package's
+# tests/codec/test_includes.py reads the extension's Cython sources, test_layout.py the package's
 # sources and CONTRIBUTING.md, test_tools.py lints them: only a checkout has them.  A
 # wheel's release test ([tool.cibuildwheel] test-command) runs a copy of tests/ outside the
 # source tree, where there is no mqttwire/ folder.  (A checkout always collects them.)
 if not (Path(__file__).resolve().parent.parent / "mqttwire").is_dir():
-    collect_ignore = ["test_includes.py", "test_layout.py", "test_tools.py"]
+    collect_ignore = ["codec/test_includes.py", "test_layout.py", "test_tools.py"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -4,7 +4,7 @@
 
 A name says which twin a file belongs to: ``X.py`` is Python and ``X_c.pxi`` its compiled
 twin; a file without a ``_c`` twin is shared by both.  What one ``_c.pxi`` file uses of
-another is declared in ``mqttwire/_speedups.pxd`` (tests/test_includes.py keeps it so).
+another is declared in ``mqttwire/_speedups.pxd`` (tests/codec/test_includes.py keeps it so).
 
 - ``packets.py`` / ``packets_c.pxi``: the 17 packet classes;
 - ``encode.py`` / ``encode_c.pxi``: ``encode()`` and ``PreparedPublish``;

@@ -4,7 +4,7 @@ A text here is the ``__doc__`` of the class of that name in both twins (``_pure`
 ``_speedups``; for ``TOPIC_TREE``, ``_topics`` and ``_topics_c``).  The pure class assigns
 it in its body, and the Cython class does the same: Cython makes a class-body assignment
 to ``__doc__`` the ``cdef class``'s docstring when the class has no docstring literal of
-its own.  tests/test_parity.py still compares the two.
+its own.  tests/codec/test_parity.py still compares the two.
 """
 
 from __future__ import annotations

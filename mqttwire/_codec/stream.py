@@ -2,7 +2,7 @@
 
 Twin of ``_codec/stream_c.pxi``.  The class docstring is ``_codec.docstrings.STREAM_DECODER``,
 which both twins assign; the methods' docstrings are the same text in both files
-(tests/test_parity.py compares them).  The framing loop reads short fixed headers inline,
+(tests/codec/test_parity.py compares them).  The framing loop reads short fixed headers inline,
 as ``_codec.decode.decode()`` does, and calls the body decoders of ``_codec.decode`` straight
 from its table.
 """

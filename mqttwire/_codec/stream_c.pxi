@@ -4,7 +4,7 @@
 # StreamDecoder: the framing loop over the fixed header and body decoders of
 # _codec/decode_c.pxi.  The twin of _codec/stream.py.  Its class docstring is
 # _codec.docstrings.STREAM_DECODER, which both twins assign; its methods' docstrings are the same
-# text as there (tests/test_parity.py compares them all).
+# text as there (tests/codec/test_parity.py compares them all).
 
 
 @cython.final

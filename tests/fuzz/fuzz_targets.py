@@ -9,7 +9,7 @@ functions serve three drivers:
 - ``run.py fuzz TARGET`` runs one under atheris (coverage-guided libFuzzer);
 - ``run.py replay TARGET DIR...`` runs one over saved inputs (corpora, crash files), without
   atheris, for the sanitizer build and for reproducing a finding;
-- ``tests/test_fuzz_bounded.py`` runs each over a few thousand mutated seeds in the suite.
+- ``tests/codec/test_fuzz_bounded.py`` runs each over a few thousand mutated seeds in the suite.
 
 Input layouts (the first bytes configure the call, the rest is the hostile data):
 

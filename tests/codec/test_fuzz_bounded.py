@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
 
 # The targets compare the extension with the fallback: a run without the extension
 # (--no-c-extensions) leaves this module out.

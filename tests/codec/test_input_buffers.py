@@ -18,7 +18,7 @@ import pytest
 from mqttwire import MQTT5, MQTT311, ProtocolError
 
 CORPUS: dict[str, dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "vectors" / "valid.json").read_text()
+    (Path(__file__).resolve().parents[1] / "vectors" / "valid.json").read_text()
 )
 NAMES = sorted(CORPUS)
 

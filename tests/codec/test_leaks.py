@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-VECTORS = Path(__file__).resolve().parent / "vectors" / "valid.json"
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "valid.json"
 
 WARMUP_ROUNDS = 30
 ROUNDS = 300

@@ -26,7 +26,7 @@ import pytest
 import mqttwire
 from mqttwire import Properties
 
-CORPUS = Path(__file__).parent / "vectors" / "valid.json"
+CORPUS = Path(__file__).resolve().parents[1] / "vectors" / "valid.json"
 
 #: Vectors larger than this stay out of the corpus file (hex doubles their size, and the
 #: stream tests split every corpus packet at every byte).
@@ -878,7 +878,7 @@ def test_vector_names_are_unique() -> None:
 
 def test_corpus_file_matches_the_vectors() -> None:
     """valid.json is exactly the hand-checked vectors (regenerate it with
-    ``python tests/test_vectors.py`` after changing them)."""
+    ``python tests/codec/test_vectors.py`` after changing them)."""
     assert json.loads(CORPUS.read_text()) == corpus_entries()
 
 

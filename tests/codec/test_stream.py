@@ -26,7 +26,7 @@ from mqttwire._codec.framing import frame_header
 from mqttwire._errors import rule
 
 CORPUS: dict[str, dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "vectors" / "valid.json").read_text()
+    (Path(__file__).resolve().parents[1] / "vectors" / "valid.json").read_text()
 )
 NAMES = sorted(CORPUS)
 

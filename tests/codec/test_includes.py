@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CODEC = ROOT / "mqttwire" / "_codec"
 PYX = ROOT / "mqttwire" / "_speedups.pyx"
 PXD = ROOT / "mqttwire" / "_speedups.pxd"

@@ -31,7 +31,7 @@ from test_vectors import V5_REASON_CODES  # transcribed from the specification o
 from mqttwire import MQTTWireError, Properties
 
 #: Multiplies every example count, for a longer search than the default run's, e.g.
-#: ``MQTTWIRE_HYPOTHESIS_SCALE=20 pytest tests/test_differential.py``.
+#: ``MQTTWIRE_HYPOTHESIS_SCALE=20 pytest tests/codec/test_differential.py``.
 SCALE = int(os.environ.get("MQTTWIRE_HYPOTHESIS_SCALE", "1"))
 
 
@@ -43,7 +43,7 @@ def examples(n: int) -> settings:
 SETTINGS = examples(150)
 
 CORPUS: dict[str, dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "vectors" / "valid.json").read_text()
+    (Path(__file__).resolve().parents[1] / "vectors" / "valid.json").read_text()
 )
 CORPUS_ITEMS = sorted((bytes.fromhex(e["hex"]), e["version"]) for e in CORPUS.values())
 
