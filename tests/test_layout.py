@@ -5,6 +5,7 @@ as they never run)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -64,3 +65,51 @@ def test_contributing_names_every_module() -> None:
     unnamed = [str(p.relative_to(ROOT)) for p in SOURCES
                if p.name != "__init__.py" and p.name not in text]
     assert unnamed == []
+
+
+def _imports(path: Path) -> set[str]:
+    """The package's modules that ``path`` imports, anywhere in it but under
+    ``if TYPE_CHECKING:`` (names imported from a module count as that module)."""
+    module = _module_name(path)
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found: set[str] = set()
+
+    class Visitor(ast.NodeVisitor):
+        def visit_If(self, node: ast.If) -> None:
+            test = node.test
+            if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                    isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+                for child in node.orelse:
+                    self.visit(child)
+            else:
+                self.generic_visit(node)
+
+        def visit_Import(self, node: ast.Import) -> None:
+            found.update(a.name for a in node.names)
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+            base = package[:len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                name = f"{target}.{alias.name}"
+                found.add(name if name in MODULES else target)
+
+    Visitor().visit(ast.parse(path.read_text()))
+    return {m for m in found if m in MODULES and m != module}
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    graph = {name: _imports(path) for name, path in MODULES.items()
+             if path.suffix == ".py"}
+    cycles = []
+    for start in graph:
+        # Every path back to start, depth first (the graph is small).
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph.get(node, ()):
+                if nxt == start:
+                    cycles.append(" -> ".join(path + [start]))
+                elif nxt not in path and nxt > start:  # each cycle once, from its least
+                    stack.append((nxt, path + [nxt]))
+    assert cycles == []

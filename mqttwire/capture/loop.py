@@ -1,28 +1,22 @@
-"""The per-frame loops of :func:`mqttwire.capture.read_capture` and of
-:func:`mqttwire.capture.sections.range_sections`, in pure Python.
+"""The per-frame loop of :func:`mqttwire.capture.read_capture`, in pure Python.
 
 :func:`_read_pure` is the reference loop (:func:`_read_pure_chain` the same over the
 files of a set) (and the one used with the pure codec, or where
 the compiled :mod:`mqttwire.capture.loop_c` is not built); :func:`_frame` and
 :func:`_finish` are the steps both loops share: the compiled one hands every frame it does
-not handle itself to :func:`_frame`, and ends with :func:`_finish`.
-:func:`_sections_pure` is the reference loop of a split capture's range (the compiled
-one: ``SectionPacker``).
+not handle itself to :func:`_frame`, and ends with :func:`_finish`.  (A split capture's
+range has a loop of its own: :func:`mqttwire.capture.sections.sections_pure`.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from .link import IPFragment, TcpSegment, parse_frame
 from .mqtt_streams import MqttStreams, Record, ip_text
-from .pcap import MAX_FRAME, CaptureFormatError, iter_frames
+from .pcap import CaptureFormatError, iter_frames
 from .sets import FileChain
-
-if TYPE_CHECKING:
-    from .ranges import RangeRead
-    from .sections import RangeSections
 
 __all__: list[str] = []
 
@@ -104,34 +98,3 @@ def _fragment_record(name: str, index: int, ts: int, frag: IPFragment) -> Record
         error=(f"IP fragment (protocol {frag.protocol}, id 0x{frag.ident:x}, offset "
                f"{frag.offset}{', more follow' if frag.more else ''}): not reassembled"),
     )
-
-
-def _sections_pure(read: RangeRead, out: RangeSections, piece_bytes: int
-                   ) -> Iterator[tuple[bytes, int, bytes, bytes]]:
-    """The reference loop of :func:`mqttwire.capture.sections.range_sections`: the frames
-    of ``read`` gathered by connection, a section per connection and ``piece_bytes``
-    (``out`` gets the range's last time, last parsed frame and problem)."""
-    from .sections import Piece, flow_key
-
-    pieces: dict[bytes, Piece] = {}
-    for number, _offset, ts, linktype, data, _orig_len, _iface in read:
-        out.last_ts = ts
-        seg = parse_frame(linktype, data)
-        if seg is None:
-            continue
-        key = flow_key(seg)
-        out.last_parsed = number
-        if not 0 <= ts < 1 << 63 or len(data) > MAX_FRAME - 64:
-            out.problem = (f"frame {number} of the range does not fit a pcapng block (a "
-                           "time before 1970, or too long)")
-            break
-        piece = pieces.get(key)
-        if piece is None:
-            piece = pieces[key] = Piece()
-        piece.add(number, ts, linktype, data)
-        if len(piece.body) >= piece_bytes:
-            yield (key, piece.piece, *piece.value())
-            pieces[key] = Piece(piece.piece + 1)
-    for key, piece in pieces.items():
-        if piece.numbers:
-            yield (key, piece.piece, *piece.value())

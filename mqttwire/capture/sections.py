@@ -10,7 +10,7 @@ nanosecond times, :class:`Piece`), cut every ``piece_bytes``, with the frames' n
 within the range.
 
 Two loops do it with identical results (tests/capture/test_capture_sections.py): the
-pure one (``_sections_pure`` in :mod:`.loop`, over read_range's frames) and the compiled
+pure one (:func:`sections_pure`, over read_range's frames) and the compiled
 one (``SectionPacker`` in :mod:`.loop_c`, over the file's bytes, with the parser of the
 compiled capture loop).  The compiled loop takes classic pcap records and plain
 Enhanced Packet Blocks; at anything else (another block, a record it cannot place, a
@@ -28,10 +28,11 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
 
 from .link import IPFragment, TcpSegment, parse_frame
+from .pcap import MAX_FRAME
 from .ranges import _TAIL, RangeRead, read_range
 from .synth import pcapng_block
 
-__all__ = ["Piece", "RangeSections", "flow_key", "range_sections", "section"]
+__all__ = ["Piece", "RangeSections", "flow_key", "range_sections", "section", "sections_pure"]
 
 #: Bytes read from the file at a time by the compiled loop.
 CHUNK = 8 << 20
@@ -114,6 +115,36 @@ class Piece:
 Section = tuple[bytes, int, bytes, bytes]
 
 
+def sections_pure(read: RangeRead, out: RangeSections, piece_bytes: int
+                   ) -> Iterator[tuple[bytes, int, bytes, bytes]]:
+    """The reference loop of :func:`range_sections` (the compiled one: ``SectionPacker``
+    in :mod:`.loop_c`): the frames
+    of ``read`` gathered by connection, a section per connection and ``piece_bytes``
+    (``out`` gets the range's last time, last parsed frame and problem)."""
+    pieces: dict[bytes, Piece] = {}
+    for number, _offset, ts, linktype, data, _orig_len, _iface in read:
+        out.last_ts = ts
+        seg = parse_frame(linktype, data)
+        if seg is None:
+            continue
+        key = flow_key(seg)
+        out.last_parsed = number
+        if not 0 <= ts < 1 << 63 or len(data) > MAX_FRAME - 64:
+            out.problem = (f"frame {number} of the range does not fit a pcapng block (a "
+                           "time before 1970, or too long)")
+            break
+        piece = pieces.get(key)
+        if piece is None:
+            piece = pieces[key] = Piece()
+        piece.add(number, ts, linktype, data)
+        if len(piece.body) >= piece_bytes:
+            yield (key, piece.piece, *piece.value())
+            pieces[key] = Piece(piece.piece + 1)
+    for key, piece in pieces.items():
+        if piece.numbers:
+            yield (key, piece.piece, *piece.value())
+
+
 class RangeSections:
     """Iterate once over the sections of one range (:func:`range_sections`); then
     ``read`` is the :class:`~.ranges.RangeRead` (``count``, ``next``, ... for
@@ -144,10 +175,8 @@ class RangeSections:
             if done is not None:
                 self.compiled = True
                 return iter(done)
-        from .loop import _sections_pure
-
         self.read = read_range(self.f, self.start, self.end, self.name)
-        return _sections_pure(self.read, self, self.piece_bytes)
+        return sections_pure(self.read, self, self.piece_bytes)
 
     def _compiled(self) -> list[Section] | None:
         """The sections by the compiled loop, or None where it gives up (the pure loop

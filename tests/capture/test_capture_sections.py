@@ -1,6 +1,6 @@
 """A byte range of a capture as a pcapng section per connection
 (mqttwire.capture.sections): the compiled loop (``loop_c.SectionPacker``) gives exactly
-what the pure one (``loop._sections_pure``) gives, for every range of every format the
+what the pure one (``sections.sections_pure``) gives, for every range of every format the
 range reader takes, and hands a range it does not read to the pure loop; the sections
 hold the range's frames, each connection's in its own section.
 """
