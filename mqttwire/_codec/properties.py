@@ -298,10 +298,13 @@ _VALUES = attrgetter(*PROPERTY_NAMES)
 
 class _Blank(Properties):
     """What _blank fills: Properties' layout (no slot of its own) with object's
-    __setattr__, so that the generated assignments below are plain slot stores."""
+    __setattr__ and __delattr__, so that the generated assignments below are plain slot
+    stores.  (Both: they share one C slot, which stays the slow generic one while either
+    is a Python function.)"""
 
     __slots__ = ()
     __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__  # type: ignore[assignment]
 
 
 # _blank(cls): a new cls (Properties, or a subclass that adds no slot) with every property
