@@ -304,7 +304,7 @@ class _Blank(Properties):
 
     __slots__ = ()
     __setattr__ = object.__setattr__  # type: ignore[assignment]
-    __delattr__ = object.__delattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__
 
 
 # _blank(cls): a new cls (Properties, or a subclass that adds no slot) with every property
