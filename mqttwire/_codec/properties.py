@@ -259,6 +259,13 @@ class Properties:
         return (Properties, (), dict(self.items()))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        try:
+            _VALUES(self)
+        except AttributeError:
+            # Made by object.__new__, not by __new__ (copyreg._reconstructor, which loads
+            # a protocol 0 or 1 pickle of a class without __reduce__): no slot set yet.
+            for name in PROPERTY_NAMES:
+                _SET[name](self, None)
         for name, value in state.items():
             if name in PROPERTY_NAMES:
                 _SET[name](self, value)
