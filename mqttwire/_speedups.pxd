@@ -33,7 +33,6 @@ cdef unsigned char _TOPIC_CLASS[256]
 cdef int _PROP_KIND[128]
 cdef unsigned int _PROP_ALLOWED[128]
 cdef unsigned char _PROP_FLAGS[128]
-cdef dict _PROPERTY_IDS  # attribute name -> property identifier
 cdef PyTypeObject* _PROPERTIES  # _codec.properties.Properties
 # Cached Python objects of the decoders.
 cdef object _PUBLISH
@@ -63,6 +62,9 @@ cdef bint _skip_str(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
 # _codec/properties_c.pxi: property blocks and the lazily built Properties.
 
 cdef PyTypeObject* _DECODED  # _DecodedProperties
+cdef Py_ssize_t _PROP_OFFSET[128]  # property id -> its slot's offset in a Properties
+cdef int _PROP_IDS[32]  # the defined property ids, in order
+cdef int _PROP_COUNT  # how many
 cdef Py_ssize_t _WIRE_SLOT  # the offset of Properties._wire in an instance
 cdef tuple _PTYPE_INTS  # the packet types (16: WILL) as int objects
 cdef object _USER_PROPERTIES, _SUBSCRIPTION_IDS  # the two list-valued attribute names
@@ -71,7 +73,8 @@ cdef object _fast_block(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
                         int ptype)
 cdef object _raw_properties(bytes raw, int ptype)
 cdef object _built_properties(bytes raw, int ptype)
-cdef int _fill_values(object props, dict d, bytes block) except -1
+cdef object _new_properties(PyTypeObject* cls)
+cdef int _fill_values(object props, bytes block) except -1
 cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
                              int ptype)
 cdef int _materialize(object props) except -1

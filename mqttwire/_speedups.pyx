@@ -52,8 +52,6 @@ from ._cdefs cimport (
     Py_SET_TYPE,
     PyType_Modified,
     uint_in_range as _uint,
-    PyObject_GenericGetDict,
-    PyObject_GenericSetDict,
     PyObject_GenericSetAttr,
     PyType_GenericNew,
     generic_setattro,
@@ -115,7 +113,6 @@ from ._codec.framing import incomplete
 from ._codec.properties import (
     BOOLEAN_PROPERTIES,
     NONZERO_PROPERTIES,
-    PROPERTY_NAMES,
     PROPERTY_TABLE,
     Properties,
     decode_properties,

@@ -186,30 +186,21 @@ cdef struct _Prop:
 cdef int _collect(object props, _Prop* items, unsigned long long skip) except -2:
     """The properties present in a Properties (what Properties.items() gives), into
     ``items`` in identifier order, leaving out the identifiers set in ``skip``: their
-    number, or -1 when the instance dict holds something that is not a property.  The
-    caller releases the values with _release(): encoding allocates, an allocation may run
-    a finalizer, and a finalizer could change the Properties under us."""
-    cdef dict d = PyObject_GenericGetDict(props, NULL)
-    cdef Py_ssize_t i = 0
-    cdef PyObject* key
+    number.  The slots are read in identifier order, so no sorting is needed.  The caller
+    releases the values with _release(): encoding allocates, an allocation may run a
+    finalizer, and a finalizer could change the Properties under us."""
     cdef PyObject* value
-    cdef int n = 0, pid, j
-    while PyDict_Next(d, &i, &key, &value):
-        if <object>value is None or (type(<object>value) is list and not <list>value):
-            continue
-        ident = _PROPERTY_IDS.get(<object>key)
-        if ident is None:
-            _release(items, n)
-            return -1
-        pid = ident
+    cdef int n = 0, pid, k
+    for k in range(_PROP_COUNT):
+        pid = _PROP_IDS[k]
         if skip >> pid & 1:
             continue
-        j = n  # insertion sort: a packet carries a handful of properties
-        while j > 0 and items[j - 1].pid > pid:
-            items[j] = items[j - 1]
-            j -= 1
-        items[j].pid = pid
-        items[j].value = value
+        value = slot_get(props, _PROP_OFFSET[pid])
+        if (value == NULL or <object>value is None
+                or (type(<object>value) is list and not <list>value)):
+            continue
+        items[n].pid = pid
+        items[n].value = value
         Py_INCREF(<object>value)
         n += 1
     return n
@@ -356,32 +347,44 @@ cdef object _reusable_block(object props, int ptype):
         return None
     if len(wire) == 2 or Py_TYPE(props) is _DECODED:
         return wire[0]  # no list to check, or no value built yet (so none changed)
-    d = PyObject_GenericGetDict(props, NULL)
     if len(wire) > 3:
         # Lists changed in place since the block was taken: the block is stale.
         for j in range(2, len(wire) - 1, 2):
-            value = d.get(wire[j])
+            value = _list_value(props, wire[j])
             if value is None or value != wire[j + 1]:
                 return None
     else:
         # (block, kind, None): lists built from the block without a copy (a decoded
         # block whose values were read), compared with the block's own, decoded again.
-        block_values = {}
-        _fill_values(None, block_values, wire[0])
-        if (d.get(_SUBSCRIPTION_IDS) != block_values.get(_SUBSCRIPTION_IDS)
-                or d.get(_USER_PROPERTIES) != block_values.get(_USER_PROPERTIES)):
+        again = _new_properties(_PROPERTIES)
+        _fill_values(again, wire[0])
+        if (_list_value(props, _SUBSCRIPTION_IDS) != _list_value(again, _SUBSCRIPTION_IDS)
+                or _list_value(props, _USER_PROPERTIES) != _list_value(again, _USER_PROPERTIES)):
             return None
     return wire[0]
 
 
-cdef tuple _list_copies(dict d):
-    """(name, copy, ...) of the list values of a Properties' dict (_codec.properties has the
+cdef object _list_value(object props, object name):
+    """The value of the list property ``name`` (user_properties or
+    subscription_identifiers) of a Properties; None for any other name."""
+    cdef PyObject* value
+    if name == _USER_PROPERTIES:
+        value = slot_get(props, _PROP_OFFSET[0x26])
+    elif name == _SUBSCRIPTION_IDS:
+        value = slot_get(props, _PROP_OFFSET[0x0B])
+    else:
+        return None
+    return None if value == NULL else <object>value
+
+
+cdef tuple _list_copies(object props):
+    """(name, copy, ...) of the list values of a Properties (_codec.properties has the
     same): what _reusable_block compares to notice a list changed in place."""
     lists = ()
-    ids = d.get(_SUBSCRIPTION_IDS)
+    ids = _list_value(props, _SUBSCRIPTION_IDS)
     if ids is not None:
         lists = (_SUBSCRIPTION_IDS, list(ids))
-    pairs = d.get(_USER_PROPERTIES)
+    pairs = _list_value(props, _USER_PROPERTIES)
     if pairs is not None:
         lists += (_USER_PROPERTIES, list(pairs))
     return lists
@@ -395,7 +398,7 @@ cdef int _keep_block(object props, const unsigned char* data, Py_ssize_t n,
     whose copies are kept too."""
     if Py_TYPE(props) is not _PROPERTIES:
         return 0
-    lists = _list_copies(PyObject_GenericGetDict(props, NULL))
+    lists = _list_copies(props)
     slot_put(props, _WIRE_SLOT,
               (PyBytes_FromStringAndSize(<const char*>data, n), _PTYPE_INTS[ptype]) + lists)
     return 0

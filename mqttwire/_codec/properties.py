@@ -1,10 +1,11 @@
 """MQTT 5.0 properties (MQTT 5.0 §2.2.2): the ``Properties`` class and the property block
 reader and writer, shared by both implementations.
 
-``Properties`` keeps only the properties that are present in its instance ``__dict__``;
-every other name reads as None from the class.  Most packets carry two or three
-properties out of twenty-seven, so this is both the smallest and the fastest layout to
-build when decoding (unlike one slot per property, which would need every slot set).
+``Properties`` keeps each property in a slot of its own, None when absent: every slot is
+set when the object is made (``_blank``), so no class attribute stands in for an absent
+one.  A class attribute of a property's name keeps CPython 3.12 and later from
+specialising the read of an instance's value; a slot read is specialised on every
+version, present or absent (benchmarks/peers.md, "Property reads: one slot each").
 
 A ``Properties`` may also hold a property block (the bytes of MQTT 5.0 §2.2.2, without
 the length prefix) that is known to be valid for one packet type and to hold exactly its
@@ -16,8 +17,10 @@ and builds the values on first access (``_speedups._DecodedProperties``).
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter, is_not
 from struct import Struct
-from typing import Any
+from typing import Any, Callable
 
 from .._constants import PacketType as P
 from .._errors import MalformedPacket, ProtocolError, rule
@@ -163,9 +166,10 @@ class Properties:
     Properties(message_expiry_interval=300, response_topic='response')
     """
 
-    # The property values live in __dict__ (only those present).  One slot, _wire, holds
-    # the property block that these values came from or were encoded to, for reuse:
-    # unset or None when there is none, else a tuple
+    # One slot per property, in identifier order, each always set (None when absent):
+    # _blank() makes every instance that way, and _speedups does the same in C.  One more
+    # slot, _wire, holds the property block that these values came from or were encoded
+    # to, for reuse: unset or None when there is none, else a tuple
     #   (block, kind, name, copy, ...) or (block, kind, None):
     # the block (bytes, without its length prefix); the packet type it was validated for
     # (WILL for Will Properties), since each type allows other properties and a block is
@@ -173,44 +177,45 @@ class Properties:
     # (user_properties, subscription_identifiers) when the block was taken, or None when
     # the lists were built from the block without a copy (the extension, when reading):
     # either way a list changed in place is noticed before the block is reused
-    # (wire_block).  Setting
-    # or deleting a property drops the block.  One slot, not three: setting a slot from
-    # Python is a call, and the fallback does it on every decode of a block.
-    __slots__ = ("__dict__", "__weakref__", "_wire")
+    # (wire_block).  Setting or deleting a property drops the block.
+    __slots__ = (*PROPERTY_NAMES, "_wire", "__weakref__")
     _wire: tuple[Any, ...] | None
 
     # Pickled (and shown by type()) under its public name, so that a pickle does not
     # depend on which file defines the class.
     __module__ = "mqttwire"
 
-    # Each property reads as None unless the instance sets it.
-    payload_format_indicator: int | None = None
-    message_expiry_interval: int | None = None
-    content_type: str | None = None
-    response_topic: str | None = None
-    correlation_data: bytes | None = None
-    subscription_identifiers: list[int] | None = None
-    session_expiry_interval: int | None = None
-    assigned_client_identifier: str | None = None
-    server_keep_alive: int | None = None
-    authentication_method: str | None = None
-    authentication_data: bytes | None = None
-    request_problem_information: int | None = None
-    will_delay_interval: int | None = None
-    request_response_information: int | None = None
-    response_information: str | None = None
-    server_reference: str | None = None
-    reason_string: str | None = None
-    receive_maximum: int | None = None
-    topic_alias_maximum: int | None = None
-    topic_alias: int | None = None
-    maximum_qos: int | None = None
-    retain_available: int | None = None
-    user_properties: list[tuple[str, str]] | None = None
-    maximum_packet_size: int | None = None
-    wildcard_subscription_available: int | None = None
-    subscription_identifier_available: int | None = None
-    shared_subscription_available: int | None = None
+    payload_format_indicator: int | None
+    message_expiry_interval: int | None
+    content_type: str | None
+    response_topic: str | None
+    correlation_data: bytes | None
+    subscription_identifiers: list[int] | None
+    session_expiry_interval: int | None
+    assigned_client_identifier: str | None
+    server_keep_alive: int | None
+    authentication_method: str | None
+    authentication_data: bytes | None
+    request_problem_information: int | None
+    will_delay_interval: int | None
+    request_response_information: int | None
+    response_information: str | None
+    server_reference: str | None
+    reason_string: str | None
+    receive_maximum: int | None
+    topic_alias_maximum: int | None
+    topic_alias: int | None
+    maximum_qos: int | None
+    retain_available: int | None
+    user_properties: list[tuple[str, str]] | None
+    maximum_packet_size: int | None
+    wildcard_subscription_available: int | None
+    subscription_identifier_available: int | None
+    shared_subscription_available: int | None
+
+    def __new__(cls, **kwargs: Any) -> Properties:
+        # Every slot None before __init__ sets the given ones (see _blank).
+        return _blank(cls)
 
     def __init__(self, **kwargs: Any) -> None:
         for name, value in kwargs.items():
@@ -222,21 +227,30 @@ class Properties:
                 value = [tuple(pair) for pair in value]
             elif name == "subscription_identifiers":
                 value = list(value)
-            self.__dict__[name] = value
+            _SET[name](self, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in PROPERTY_NAMES:
             raise AttributeError(f"Properties has no property {name!r}")
-        # Reading __dict__ makes a decoded Properties of the extension build its values
-        # first (any attribute read does), so the new value is not overwritten by them.
-        self.__dict__[name] = value
+        if type(self) is not Properties:
+            # A decoded Properties of the extension builds its values on any attribute
+            # read, first, so that they do not overwrite the new value.
+            self.__class__  # noqa: B018
+        _SET[name](self, value)
         _DROP_BLOCK(self, None)
 
     def __delattr__(self, name: str) -> None:
-        if name not in PROPERTY_NAMES or name not in self.__dict__:
+        if name not in PROPERTY_NAMES or getattr(self, name) is None:
             raise AttributeError(name)
-        del self.__dict__[name]
+        _SET[name](self, None)
         _DROP_BLOCK(self, None)
+
+    @property
+    def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+        """The properties that are set, by name (what ``vars()`` shows); a new dict, so
+        changing it changes nothing."""
+        return {name: value for name, value in zip(PROPERTY_NAMES, _VALUES(self))
+                if value is not None}
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The values, never the block: an unpickled (or copied) Properties is built from
@@ -244,15 +258,26 @@ class Properties:
         # (state: the instance dict) load the same way.
         return (Properties, (), dict(self.items()))
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        try:
+            _VALUES(self)
+        except AttributeError:
+            # Made by object.__new__, not by __new__ (copyreg._reconstructor, which loads
+            # a protocol 0 or 1 pickle of a class without __reduce__): no slot set yet.
+            for name in PROPERTY_NAMES:
+                _SET[name](self, None)
+        for name, value in state.items():
+            if name in PROPERTY_NAMES:
+                _SET[name](self, value)
+
     def items(self) -> list[tuple[str, Any]]:
         """The properties that are present, as (name, value), in identifier order."""
         return [(name, value) for _, name, value in _present(self)]
 
     def __bool__(self) -> bool:
-        for value in self.__dict__.values():
-            if value is not None and value != []:
-                return True
-        return False
+        # Any value that is neither None nor an empty list, counted in C.
+        values = _VALUES(self)
+        return len(values) - values.count(None) > values.count([])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Properties):
@@ -266,12 +291,41 @@ class Properties:
         return f"Properties({inner})"
 
 
-# Set a slot, bypassing Properties.__setattr__ (which accepts property names only) and
-# any __getattribute__ of a subclass: the member descriptor's own setter.
-_SLOT = vars(Properties)  # the slot's member descriptor
+# Read and set a slot, bypassing Properties.__setattr__ (which accepts property names only
+# and drops the block) and any __getattribute__ of a subclass: the member descriptors' own
+# methods.
+_SLOT = vars(Properties)
+_SET = {name: _SLOT[name].__set__ for name in PROPERTY_NAMES}
+_GET = {name: _SLOT[name].__get__ for name in PROPERTY_NAMES}
 _DROP_BLOCK = _SET_WIRE = _SLOT["_wire"].__set__
 _GET_WIRE = _SLOT["_wire"].__get__
-_GET_DICT = object.__getattribute__
+# Every property's value, in identifier order, in one call.
+_VALUES = attrgetter(*PROPERTY_NAMES)
+
+
+class _Blank(Properties):
+    """What _blank fills: Properties' layout (no slot of its own) with object's
+    __setattr__ and __delattr__, so that the generated assignments below are plain slot
+    stores.  (Both: they share one C slot, which stays the slow generic one while either
+    is a Python function.)"""
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__
+
+
+# _blank(cls): a new cls (Properties, or a subclass that adds no slot) with every property
+# None.  Written out as one assignment per slot, generated from the table: a slot store
+# that the interpreter specialises, where a loop of descriptor calls would cost several
+# times as much; then the class becomes the one asked for (the same layout).
+_BLANK_SOURCE = (
+    "def _blank(cls):\n    props = new(_Blank)\n"
+    + "".join(f"    props.{name} = None\n" for name in PROPERTY_NAMES)
+    + "    if cls is not _Blank:\n        props.__class__ = cls\n    return props\n"
+)
+_blank_ns: dict[str, Any] = {"new": object.__new__, "_Blank": _Blank}
+exec(_BLANK_SOURCE, _blank_ns)  # noqa: S102 - the source is built from PROPERTY_NAMES
+_blank: Callable[[type[Properties]], Properties] = _blank_ns["_blank"]
 
 
 def wire_block(props: Properties, ptype: int) -> bytes | None:
@@ -290,29 +344,29 @@ def wire_block(props: Properties, ptype: int) -> bytes | None:
         return None
     if len(wire) == 2:
         return wire[0]  # type: ignore[no-any-return]
-    # The instance dict as object() reads it: an empty dict for a decoded Properties of
-    # the extension whose values are not built (and nothing built, nothing changed).
-    d = _GET_DICT(props, "__dict__")
+    # The slots read through their descriptors: a block with lists is held only by a
+    # Properties whose values are built.
     if len(wire) > 3:
         for i in range(2, len(wire), 2):
-            if d.get(wire[i]) != wire[i + 1]:
+            if _GET[wire[i]](props) != wire[i + 1]:
                 return None
-    elif d:
+    else:
         # (block, kind, None): lists built from the block without a copy (as the
         # extension builds them): compared with the block's own, decoded again.
         data = encode_varint(len(wire[0])) + wire[0]
         again = decode_properties(data, 0, len(data), ptype, "")[0]
-        if (again is None or d.get("user_properties") != again.user_properties
-                or d.get("subscription_identifiers") != again.subscription_identifiers):
+        if (again is None
+                or _GET["user_properties"](props) != again.user_properties
+                or _GET["subscription_identifiers"](props) != again.subscription_identifiers):
             return None
     return wire[0]  # type: ignore[no-any-return]
 
 
-def _list_copies(d: dict[str, Any]) -> tuple[Any, ...]:
-    """(name, copy, ...) of the list values in a Properties' dict."""
+def _list_copies(props: Properties) -> tuple[Any, ...]:
+    """(name, copy, ...) of the list values of a Properties."""
     lists: tuple[Any, ...] = ()
     for name in ("subscription_identifiers", "user_properties"):
-        value = d.get(name)
+        value = _GET[name](props)
         if value is not None:
             lists += (name, list(value))
     return lists
@@ -326,7 +380,7 @@ _KINDS = tuple(range(WILL + 1))
 def keep_block(props: Properties, block: bytes, ptype: int) -> None:
     """Record ``block`` as the property block of ``props`` for packets of type ``ptype``
     (the values are in ``props``; see wire_block)."""
-    _SET_WIRE(props, (block, _KINDS[ptype]) + _list_copies(props.__dict__))
+    _SET_WIRE(props, (block, _KINDS[ptype]) + _list_copies(props))
 
 
 def forwarded_block(block: bytes) -> tuple[int | None, bytes]:
@@ -368,14 +422,19 @@ def forwarded_block(block: bytes) -> tuple[int | None, bytes]:
 def _present(props: Properties) -> list[tuple[int, str, Any]]:
     """(identifier, name, value) of each property present, in identifier order.
 
-    Only the instance dict holds present properties: a packet has a few of 27.  Sorting
-    the triples compares only their distinct identifiers, in C (no key function)."""
-    present = []
-    for name, value in props.__dict__.items():
-        if value is not None and value != []:
-            present.append((PROPERTY_NAMES[name], name, value))
-    present.sort()
-    return present
+    All 27 values are read in one call, and compress() skips the absent ones (None) in
+    C: the loop sees the few present, already in identifier order."""
+    values = _VALUES(props)
+    return [
+        (pid, name, value)
+        for pid, name, value in compress(
+            zip(PROPERTY_TABLE, PROPERTY_NAMES, values), map(is_not, values, _NONES)
+        )
+        if value != []
+    ]
+
+
+_NONES = (None,) * len(PROPERTY_NAMES)
 
 
 def same_properties(a: Properties | None, b: Properties | None) -> bool:
@@ -408,8 +467,7 @@ def decode_properties(
     block_end = pos + length
     if block_end > end:
         raise overrun(pname, "property block", pos)
-    props = Properties.__new__(Properties)
-    d = props.__dict__
+    d: dict[str, Any] = {}  # the values, put in the slots of a blank Properties at the end
     block_start = pos
     lists = False  # a User Property or Subscription Identifier seen
     # The fields are read up to block_end, so one that runs past it raises overrun(),
@@ -511,6 +569,9 @@ def decode_properties(
             offset=block_end - length,
             rule=rule("auth_data_without_method", version),
         )
+    props = _blank(Properties)
+    for name, value in d.items():
+        _SET[name](props, value)
     # One copy of the block (never a view of the caller's buffer, which may be a large
     # receive buffer): encoding and forwarding copy it instead of writing the values.
     # keep_block, written out: this runs on every decode of a block.
@@ -528,7 +589,7 @@ def decode_properties(
         else:
             _SET_WIRE(props, (block, _KINDS[ptype], "subscription_identifiers", ids.copy()))
     elif "subscription_identifiers" in d:
-        _SET_WIRE(props, (block, _KINDS[ptype]) + _list_copies(d))
+        _SET_WIRE(props, (block, _KINDS[ptype]) + _list_copies(props))
     else:
         _SET_WIRE(props, (block, _KINDS[ptype], "user_properties", pairs.copy()))
     return props, pos

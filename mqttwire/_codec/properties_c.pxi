@@ -7,23 +7,11 @@
 # readers (_codec/decode_c.pxi), the packet classes (_codec/packets_c.pxi) and the
 # encoders (_codec/encode_c.pxi, which copy a checked block as it is) use it.
 
-# _PROP_NAMES[id]: the Properties attribute of property ``id`` (None: unknown).
-cdef list _PROP_NAMES = [None] * 128
-cdef int _pid
-for _pid, _entry in PROPERTY_TABLE.items():
-    _PROP_NAMES[_pid] = _entry[0]
-# _PROP_NAME_PTR[id]: the same, borrowed (the list keeps them alive), for _fill_values.
-cdef PyObject* _PROP_NAME_PTR[128]
-for _pid in range(128):
-    _PROP_NAME_PTR[_pid] = <PyObject*>_PROP_NAMES[_pid]
-# Where a Properties built here keeps its values.  CPython 3.11 and 3.12 give an instance of
-# a class with shared keys an array of attribute values inline (no dict until one is asked
-# for), which PyObject_GenericSetAttr fills.  3.13 does that only for a class without slots
-# of its own besides __dict__ and __weakref__ (Py_TPFLAGS_INLINE_VALUES, bit 2 of
-# __flags__), and Properties has _wire: there each attribute set goes the generic way (the
-# type's look-up, then making or growing the instance dict), so the values go straight into
-# the instance dict instead (_fill_values with a dict).
-cdef bint _VALUES_IN_DICT = PY_VERSION_HEX >= 0x030D0000 and not Properties.__flags__ & 4
+# Every Properties holds each property in a slot of its own, None when absent
+# (_codec/properties.py): _PROP_OFFSET[id] is where the slot of property ``id`` sits in an
+# instance, _PROP_IDS the _PROP_COUNT defined identifiers in order (filled at import,
+# below, once the slots' offsets can be read).
+_PROP_COUNT = 0
 _USER_PROPERTIES = "user_properties"
 _SUBSCRIPTION_IDS = "subscription_identifiers"
 
@@ -114,10 +102,24 @@ cdef object _fast_block(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
     return PyBytes_FromStringAndSize(<const char*>p + i, length)
 
 
+cdef object _new_properties(PyTypeObject* cls):
+    """A new ``cls`` (Properties or _DecodedProperties) with every property slot None, as
+    _codec.properties._blank makes one: the allocation alone (Properties.__new__ is not
+    run), then the slots."""
+    cdef int k
+    cdef char* base
+    props = PyType_GenericNew(cls, NULL, NULL)
+    base = <char*><PyObject*>props
+    for k in range(_PROP_COUNT):  # fresh slots are NULL: a store each, nothing to release
+        Py_INCREF(None)
+        (<PyObject**>(base + _PROP_OFFSET[_PROP_IDS[k]]))[0] = <PyObject*>None
+    return props
+
+
 cdef object _raw_properties(bytes raw, int ptype):
     """The Properties of a checked block from _fast_block: a _DecodedProperties, which
     builds its values on first access."""
-    props = PyType_GenericNew(_DECODED, NULL, NULL)
+    props = _new_properties(_DECODED)
     slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
     return props
 
@@ -125,21 +127,9 @@ cdef object _raw_properties(bytes raw, int ptype):
 cdef object _built_properties(bytes raw, int ptype):
     """The Properties of a checked block from _fast_block, its values built now: for the
     packets that keep the bare block until ``properties`` is read (PUBLISH, CONNECT, Will),
-    whose reader is about to read a value.
-
-    Made as object.__new__ makes it, with its own array of attribute values (CPython's
-    shared-key instances), and filled attribute by attribute: no dict is made unless
-    something asks for ``__dict__``, and reading a value is the fast instance-attribute
-    read.  This measured 200 instructions fewer on a PUBLISH read than filling a dict
-    (benchmarks/peers.md, "Reading the properties").  Where CPython gives a Properties no
-    such array (_VALUES_IN_DICT: 3.13), the values go into a new dict set as the instance
-    dict first, which costs less than making it attribute by attribute."""
-    cdef dict d = None
-    props = _PROPERTIES.tp_new(<type><PyObject*>_PROPERTIES, <PyObject*>_NO_ARGS, NULL)
-    if _VALUES_IN_DICT:
-        d = {}
-        PyObject_GenericSetDict(props, d, NULL)
-    if _fill_values(props, d, raw):
+    whose reader is about to read a value.  Each value is stored in its slot."""
+    props = _new_properties(_PROPERTIES)
+    if _fill_values(props, raw):
         # Lists are not copied (reading them is what the caller is about to do): the None
         # tells wire_block to compare them with the block itself before reusing it.
         slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype], None))
@@ -164,19 +154,10 @@ cdef inline object _ascii_or_utf8(const unsigned char* p, Py_ssize_t n):
     return text
 
 
-cdef inline int _put_value(object props, dict d, object name, object value) except -1:
-    """Store a built value: as an attribute of ``props`` (bypassing Properties.__setattr__,
-    which would drop the block) when ``d`` is None, else in ``d``."""
-    if d is None:
-        return PyObject_GenericSetAttr(props, name, value)
-    d[name] = value
-    return 0
-
-
-cdef int _fill_values(object props, dict d, bytes block) except -1:
+cdef int _fill_values(object props, bytes block) except -1:
     """Put the values of ``block``, a property block that _scan_properties accepted at
-    decode time, into ``props`` or the dict ``d`` (_put_value), in one pass, as
-    decode_properties stores them: each under its attribute name, User Properties as a
+    decode time, into the slots of ``props`` (a Properties made by _new_properties), in
+    one pass, as decode_properties stores them: each in its slot, User Properties as a
     list of (name, value) pairs and Subscription Identifiers as a list of ints, both in
     wire order.  1 when the block holds either list, else 0.
 
@@ -202,10 +183,10 @@ cdef int _fill_values(object props, dict d, bytes block) except -1:
             if stop - i < n:
                 return _unchecked_block()
             if kind == 4:
-                _put_value(props, d, <object>_PROP_NAME_PTR[pid], _ascii_or_utf8(p + i, n))
+                slot_put(props, _PROP_OFFSET[pid], _ascii_or_utf8(p + i, n))
             else:
-                _put_value(props, d, <object>_PROP_NAME_PTR[pid],
-                           PyBytes_FromStringAndSize(<const char*>p + i, n))
+                slot_put(props, _PROP_OFFSET[pid],
+                         PyBytes_FromStringAndSize(<const char*>p + i, n))
             i += n
         elif kind == 6:  # a User Property: two strings
             if stop - i < 2:
@@ -220,7 +201,7 @@ cdef int _fill_values(object props, dict d, bytes block) except -1:
             i += 4 + n + m
             if pairs is None:
                 pairs = [pair]
-                _put_value(props, d, _USER_PROPERTIES, pairs)
+                slot_put(props, _PROP_OFFSET[0x26], pairs)
             else:
                 pairs.append(pair)
         else:  # BYTE, U16, U32, VARINT
@@ -245,11 +226,11 @@ cdef int _fill_values(object props, dict d, bytes block) except -1:
                     return _unchecked_block()
                 if ids is None:
                     ids = [value]
-                    _put_value(props, d, _SUBSCRIPTION_IDS, ids)
+                    slot_put(props, _PROP_OFFSET[0x0B], ids)
                 else:
                     ids.append(value)
                 continue
-            _put_value(props, d, <object>_PROP_NAME_PTR[pid], value)
+            slot_put(props, _PROP_OFFSET[pid], value)
     return pairs is not None or ids is not None
 
 
@@ -285,7 +266,7 @@ cdef int _materialize(object props) except -1:
     kind = (<tuple>wire)[1]  # both owned: building may run code that sets the slot
     if type(block) is not bytes:
         return _unchecked_block()
-    if _fill_values(props, PyObject_GenericGetDict(props, NULL), block):
+    if _fill_values(props, block):
         # The lists are not copied: see _built_properties.
         slot_put(props, _WIRE_SLOT, (block, kind, None))
     return 0
@@ -326,6 +307,10 @@ cdef Py_ssize_t _slot_offset(str name) except -1:
 
 
 _WIRE_SLOT = _slot_offset("_wire")
+for _pid, _entry in PROPERTY_TABLE.items():  # identifier order
+    _PROP_OFFSET[_pid] = _slot_offset(_entry[0])
+    _PROP_IDS[_PROP_COUNT] = _pid
+    _PROP_COUNT += 1
 _PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
 cdef tuple _NO_ARGS = ()
 

@@ -32,7 +32,6 @@ for _b, (_name, _kind, _allowed) in PROPERTY_TABLE.items():
         _PROP_ALLOWED[_b] |= 1u << _t
     _PROP_FLAGS[_b] = (1 if _b in BOOLEAN_PROPERTIES else 0) | (
         2 if _b in NONZERO_PROPERTIES else 0)
-_PROPERTY_IDS = PROPERTY_NAMES
 
 # Cached Python objects used on the hot path.
 _PROPERTIES = <PyTypeObject*>Properties  # kept alive by the import

@@ -189,10 +189,11 @@ def test_decoded_properties_keep_only_their_block(codec: ModuleType) -> None:
         assert not any(r is buf or isinstance(r, memoryview) for r in referents)
         held = [r for r in referents if isinstance(r, tuple)]
         assert held and held[0][0] == block and type(held[0][0]) is bytes
-        # The block's tuple, the class, and the values: in an instance dict, or (the
-        # extension builds them into the instance's own value slots) the values themselves.
+        # The block's tuple, the class, and the values, each in its slot; None in the
+        # slot of every absent property.
         values = (300, "r/1", [("k", "v")])
-        assert all(type(r) in (tuple, dict, type) or r in values for r in referents), referents
+        assert all(type(r) in (tuple, type) or r is None or r in values
+                   for r in referents), referents
     del buf
     gc.collect()
     assert ref() is None

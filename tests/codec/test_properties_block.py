@@ -113,6 +113,17 @@ def test_a_pickle_from_before_the_block_loads() -> None:
     assert pickle.loads(old) == Properties(content_type="t")
 
 
+def test_a_protocol_0_pickle_without_reduce_loads() -> None:
+    """A protocol 0 pickle of a Properties from before it had __reduce__:
+    copyreg._reconstructor (object.__new__, no __new__ of the class) and the instance dict
+    as the state.  The absent properties still read as None."""
+    old = (b"ccopy_reg\n_reconstructor\np0\n(cmqttwire._properties\nProperties\np1\n"
+           b"c__builtin__\nobject\np2\nNtp3\nRp4\n(dp5\nVcontent_type\np6\nVt\np7\nsb.")
+    props = pickle.loads(old)
+    assert props == Properties(content_type="t")
+    assert props.topic_alias is None and props.user_properties is None
+
+
 def test_a_pickle_names_the_public_class() -> None:
     """A pickle names mqttwire.Properties, not the file that defines it, so moving that
     file does not break pickles."""
