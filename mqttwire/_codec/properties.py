@@ -17,10 +17,11 @@ and builds the values on first access (``_speedups._DecodedProperties``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import compress
 from operator import attrgetter, is_not
 from struct import Struct
-from typing import Any, Callable
+from typing import Any
 
 from .._constants import PacketType as P
 from .._errors import MalformedPacket, ProtocolError, rule
@@ -324,7 +325,7 @@ _BLANK_SOURCE = (
     + "    if cls is not _Blank:\n        props.__class__ = cls\n    return props\n"
 )
 _blank_ns: dict[str, Any] = {"new": object.__new__, "_Blank": _Blank}
-exec(_BLANK_SOURCE, _blank_ns)  # noqa: S102 - the source is built from PROPERTY_NAMES
+exec(_BLANK_SOURCE, _blank_ns)  # the source is built from PROPERTY_NAMES
 _blank: Callable[[type[Properties]], Properties] = _blank_ns["_blank"]
 
 
