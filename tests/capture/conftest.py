@@ -12,6 +12,8 @@ from typing import BinaryIO
 import pytest
 from loop_checks import (
     assert_same_records,
+    check_columnar,
+    columnar_packets_table,
     fast_expected,
     reference_chain_records,
     reference_records,
@@ -21,7 +23,7 @@ from loop_checks import (
 )
 
 import mqttwire.capture as capture
-from mqttwire.capture import Record
+from mqttwire.capture import MqttStreams, Record
 from mqttwire.capture.sets import FileChain
 
 
@@ -45,7 +47,14 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
         chosen.append(fast)
         records = list(loop)
         if fast:
-            assert_same_records(records, reference_records(raw, *args))
+            reference = reference_records(raw, *args)
+            assert_same_records(records, reference)
+            # The same reading into Arrow columns, without Records (FastReader.fill).
+            handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
+                                  version=version, max_pending=max_pending,
+                                  stream_ends=stream_ends)
+            check_columnar(lambda: columnar_packets_table(
+                capture.loop_c.FastReader(io.BytesIO(raw), handler), handler), reference)
         return iter(records)
 
     select_chain = capture._read_chain
@@ -70,7 +79,15 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
         chosen.append(fast)
         records = list(loop)
         if fast:
-            assert_same_records(records, reference_chain_records(_bytes_chain(raws), *args))
+            reference = reference_chain_records(_bytes_chain(raws), *args)
+            assert_same_records(records, reference)
+            handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
+                                  version=version, max_pending=max_pending,
+                                  stream_ends=stream_ends)
+            chain_used = _bytes_chain(raws)
+            check_columnar(lambda: columnar_packets_table(
+                capture.loop_c.FastReader(None, handler, chain_used), handler, chain_used),
+                reference, lambda r: used.file_of(r.frame))
         # The caller's chain, for file_of: the files as the loop opened them.
         chain.starts[:], chain.names[:] = used.starts, used.names
         return iter(records)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 from mqttwire.capture import MqttStreams, Record
 from mqttwire.capture.loop import _read_pure, _read_pure_chain
 from mqttwire.capture.sets import FileChain
@@ -80,3 +82,81 @@ def reference_chain_records(chain: FileChain, name: str, ports: Iterable[int],
     handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
                           version=version, max_pending=max_pending, stream_ends=stream_ends)
     return list(_read_pure_chain(chain, handler))
+
+
+def reference_packets_table(records: list[Record], files: Callable[[Record], str] | None = None
+                            ) -> Any:
+    """The packets table of ``records`` (stream ends left out) built the reference way:
+    each column a list of the records' values, through ``pa.array``
+    (mqttwire.spark.columns.reference_array); ``files``: each record's file (else its
+    capture's name)."""
+    from mqttwire.spark.batches import properties_json
+    from mqttwire.spark.columns import reference_array
+    from mqttwire.spark.schema import PACKETS
+    import pyarrow as pa
+
+    rows = [r for r in records if r.kind != "end"]
+    columns = []
+    for field in PACKETS:
+        name = field.name
+        if name == "file":
+            values = [files(r) if files else r.capture for r in rows]
+        elif name == "ts_ns":
+            values = [r.ts for r in rows]
+        elif name == "topic_from_alias":
+            values = [r.topic_from_alias if r.kind == "packet" else None for r in rows]
+        elif name == "properties":
+            values = [None if r.properties is None else properties_json(r.properties)
+                      for r in rows]
+        else:
+            values = [getattr(r, name) for r in rows]
+        columns.append(reference_array(values, field))
+    return pa.Table.from_arrays(columns, schema=PACKETS)
+
+
+def columnar_packets_table(reader: Any, handler: MqttStreams, chain: FileChain | None = None,
+                           rows: int = 5) -> Any:
+    """The packets table that the compiled loop ``reader`` writes into columns
+    (FastReader.fill), in batches of about ``rows`` rows (small, so that batch
+    boundaries fall everywhere)."""
+    import pyarrow as pa
+
+    from mqttwire.capture.arrow import chain_files, columns_batch, sink
+    from mqttwire.spark.schema import PACKETS
+
+    columns = sink(PACKETS)
+    files: Any = handler.capture if chain is None else chain_files(chain)
+    batches = []
+    more = True
+    while more:
+        more = reader.fill(columns, rows)
+        n = len(columns)
+        if n:
+            batches.append(columns_batch(columns.take_buffers(), n, PACKETS, files))
+    return pa.Table.from_batches(batches, schema=PACKETS)
+
+
+def assert_same_tables(fast: Any, reference: Any) -> None:
+    """Two packets tables equal value for value (column by column, for a readable
+    failure)."""
+    assert fast.schema == reference.schema
+    assert fast.num_rows == reference.num_rows
+    for name in fast.schema.names:
+        a, b = fast[name].combine_chunks(), reference[name].combine_chunks()
+        assert a.equals(b), (name, a.to_pylist()[:20], b.to_pylist()[:20])
+
+
+def check_columnar(make_fast: Callable[[], Any], reference: list[Record],
+                   files: Callable[[Record], str] | None = None) -> None:
+    """The compiled loop's columnar table (``make_fast()``) equals the reference table of
+    ``reference``; where the reference way cannot build one (a value out of its column's
+    range, such as a time past 2262 in a damaged capture), the columnar way raises too."""
+    import pyarrow as pa
+
+    try:
+        expected = reference_packets_table(reference, files)
+    except (pa.ArrowInvalid, OverflowError):
+        with pytest.raises((pa.ArrowInvalid, OverflowError)):
+            make_fast()
+        return
+    assert_same_tables(make_fast(), expected)

@@ -23,7 +23,14 @@ import pytest
 from capture_helpers import T0, conversation, encode_all, segments_for, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loop_checks import assert_same_records, cython_codec, fast_expected, reference_records
+from loop_checks import (
+    assert_same_records,
+    check_columnar,
+    columnar_packets_table,
+    cython_codec,
+    fast_expected,
+    reference_records,
+)
 
 from mqttwire.capture import MqttStreams, loop_c, read_capture
 from mqttwire.capture.link import (
@@ -50,7 +57,12 @@ def _compare(raw: bytes, **kw: Any) -> list[Any]:
     args.update(kw)
     handler = _fast_handler(**args)
     fast = list(loop_c.FastReader(io.BytesIO(raw), handler))
-    assert_same_records(fast, reference_records(raw, **args))
+    reference = reference_records(raw, **args)
+    assert_same_records(fast, reference)
+    # The same reading into Arrow columns (FastReader.fill), without Records.
+    handler = _fast_handler(**args)
+    check_columnar(lambda: columnar_packets_table(loop_c.FastReader(io.BytesIO(raw), handler),
+                                                  handler), reference)
     return fast
 
 
