@@ -13,6 +13,7 @@ import pytest
 from loop_checks import (
     assert_same_records,
     check_columnar,
+    check_decoded,
     columnar_packets_table,
     fast_expected,
     reference_chain_records,
@@ -55,6 +56,8 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
                                   stream_ends=stream_ends)
             check_columnar(lambda: columnar_packets_table(
                 capture.loop_c.FastReader(io.BytesIO(raw), handler), handler), reference)
+            # And a decoding task's five tables, with the derived ones (decode_capture).
+            check_decoded(raw, None, name, ports, payload_limit, version)
         return iter(records)
 
     select_chain = capture._read_chain
@@ -88,6 +91,8 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
             check_columnar(lambda: columnar_packets_table(
                 capture.loop_c.FastReader(None, handler, chain_used), handler, chain_used),
                 reference, lambda r: used.file_of(r.frame))
+            check_decoded(None, lambda: _bytes_chain(raws), name, ports, payload_limit,
+                          version)
         # The caller's chain, for file_of: the files as the loop opened them.
         chain.starts[:], chain.names[:] = used.starts, used.names
         return iter(records)

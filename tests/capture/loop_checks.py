@@ -160,3 +160,100 @@ def check_columnar(make_fast: Callable[[], Any], reference: list[Record],
             make_fast()
         return
     assert_same_tables(make_fast(), expected)
+
+
+def reference_tables(records: list[Record], name: str, share: Any = None,
+                     files: Callable[[Record], str] | None = None) -> dict[str, Any]:
+    """Every table of a decoding task (packets, errors, connections, messages, retained;
+    or retain_events for a share) from the pure loop's ``records`` (read with stream
+    ends), the reference way: CaptureTables.add record by record (never its compiled
+    add_many), each column through ``pa.array``."""
+    import pyarrow as pa
+
+    from mqttwire.spark.columns import reference_array
+    from mqttwire.spark.connection_shares import RETAIN_EVENTS, ShareTables
+    from mqttwire.spark.derive import CaptureTables
+    from mqttwire.spark.schema import ERRORS, TABLES
+
+    tables = CaptureTables(name) if share is None else ShareTables(name)
+    for rec in records:
+        tables.add(rec)
+    retained = tables.finish()
+    packets = reference_packets_table(records, files)
+    out = {"packets": packets,
+           "errors": packets.filter(pa.compute.not_equal(packets["kind"], "packet"))
+           .select(ERRORS.names).cast(ERRORS)}
+    rows = {"connections": tables.connections, "messages": tables.messages}
+    if share is None:
+        rows["retained"] = retained
+    else:
+        rows["retain_events"] = tables.retain_events()
+    for table, done in rows.items():
+        schema = RETAIN_EVENTS if table == "retain_events" else TABLES[table]
+        out[table] = pa.Table.from_arrays(
+            [reference_array([row[f.name] for row in done], f) for f in schema],
+            schema=schema)
+    return out
+
+
+def decoded_tables(batches: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """decode_capture's batches gathered into one table each (those it made none of:
+    empty)."""
+    import pyarrow as pa
+
+    from mqttwire.spark.connection_shares import RETAIN_EVENTS
+    from mqttwire.spark.schema import TABLES
+
+    schemas = dict(TABLES, retain_events=RETAIN_EVENTS)
+    got: dict[str, list[Any]] = {}
+    for table, batch in batches:
+        got.setdefault(table, []).append(batch)
+    return {table: pa.Table.from_batches(got.get(table, []), schema=schemas[table])
+            for table in schemas}
+
+
+def assert_same_decoded(fast: dict[str, Any], reference: dict[str, Any]) -> None:
+    """The tables of reference_tables equal those decode_capture made."""
+    for table, expected in reference.items():
+        assert_same_tables(fast[table], expected)
+
+
+def check_decoded(raw: bytes | FileChain, make_chain: Callable[[], FileChain] | None,
+                  name: str, ports: Iterable[int], payload_limit: int | None,
+                  version: int | None, share: Any = None) -> None:
+    """decode_capture's tables of ``raw`` (a capture's bytes; or, with ``make_chain``, a
+    set's files) through the columnar path (the compiled loop's columns and derived
+    tables, no Record per packet) equal the reference tables of the pure loop's
+    records (read with the Cython codec, with stream ends)."""
+    import pyarrow as pa
+
+    from mqttwire.spark import batches, columnar
+
+    assert columnar.AVAILABLE  # with the Cython codec: built, else a failure
+    ports = list(ports)
+    keep = None if share is None or share.count == 1 else share.keeps
+    unconnected = share is None or share.count == 1 or share.index == 0
+    if make_chain is None:
+        reference = reference_records(raw, name, ports, payload_limit, cython_codec(),
+                                      version, 1 << 20, True, keep, unconnected)
+        files = None
+        source: Any = io.BytesIO(raw)  # type: ignore[arg-type]
+    else:
+        handler = MqttStreams(name, ports=ports, codec=cython_codec(),
+                              payload_limit=payload_limit, version=version,
+                              stream_ends=True, keep=keep, unconnected=unconnected)
+        used = make_chain()
+        reference = list(_read_pure_chain(used, handler))
+        files = lambda r: used.file_of(r.frame)  # noqa: E731
+        source = make_chain()
+    try:
+        expected = reference_tables(reference, name, share, files)
+    except (pa.ArrowInvalid, OverflowError):
+        with pytest.raises((pa.ArrowInvalid, OverflowError)):
+            list(batches.decode_capture(source, name, ports=ports,
+                                        payload_limit=payload_limit, version=version,
+                                        share=share))
+        return
+    decoded = batches.decode_capture(source, name, ports=ports, payload_limit=payload_limit,
+                                     version=version, share=share)
+    assert_same_decoded(decoded_tables(decoded), expected)
