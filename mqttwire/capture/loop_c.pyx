@@ -73,8 +73,8 @@ from .mqtt_streams import _DECODING, _Connection, _Direction, MqttStreams, Recor
 from .shared_slots import RECORD_FIELDS, SHARED
 from .tcp import TcpConnection, TcpStream
 
-__all__ = ["CODEC", "COLUMN_KINDS", "TAKE_CAPSULE", "USED_SLOTS", "FastReader",
-           "PacketColumns", "SectionPacker", "flow_key", "slot_offset"]
+__all__ = ["CODEC", "COLUMN_KINDS", "ROW_CAPSULE", "TAKE_CAPSULE", "USED_SLOTS", "FastReader",
+           "PacketColumns", "SectionPacker", "flow_key", "row_capsule", "slot_offset"]
 
 #: (class name, slot) of every shared slot this module uses, as looked up at import.
 USED_SLOTS = []
@@ -1277,9 +1277,9 @@ cdef class SectionPacker:
 # them through mqttwire/spark/columnar.py)
 
 #: The value kinds of a column, one byte each (as spark/columns_c.KINDS): int8, int32,
-#: int64, timestamp in microseconds from nanoseconds, bool, string, binary; "o" keeps the
-#: Python values in a list (the list columns, which only rare packets fill).
-COLUMN_KINDS = b"bilt?syo"
+#: int64, timestamp in microseconds from nanoseconds, bool, double, string, binary; "o"
+#: keeps the Python values in a list (the list columns, which only rare packets fill).
+COLUMN_KINDS = b"bilt?dsyo"
 
 # What a column holds beyond its field's value.
 cdef enum:
@@ -1296,6 +1296,12 @@ cdef const char* _TAKE_NAME = "mqttwire.spark.derive_c.take"
 
 cdef extern from "Python.h":
     void* PyCapsule_GetPointer(object capsule, const char* name) except? NULL
+    object PyCapsule_New(void* pointer, const char* name, void* destructor)
+    double PyFloat_AS_DOUBLE(object value)
+
+#: The name of :func:`row_capsule`'s capsule.
+ROW_CAPSULE = b"mqttwire.capture.loop_c.row"
+cdef const char* _ROW_NAME = "mqttwire.capture.loop_c.row"
 
 
 ctypedef struct _Col:
@@ -1326,7 +1332,10 @@ cdef class PacketColumns:
     """The rows of a table of records (the packets table), column by column, in Arrow's
     buffer layouts: ``columns[c]`` is (field name, kind byte, how) with ``how`` 0 for the
     field's value, 1 for the value of packet records only (null for others) and 2 for
-    the value through ``json`` (None staying null).  The compiled loop fills it as it
+    the value through ``json`` (None staying null); or (column name, kind byte, 0,
+    index) for a row of other values than a record's, ``index`` its place in the array
+    of values that :func:`row_capsule`'s function takes (the derived messages table's
+    columns, filled by mqttwire/spark/derive_c.pyx).  The compiled loop fills it as it
     decodes (:meth:`FastReader.fill`), from the same values it would put in a Record; a
     record made by the pure code is taken by :meth:`add_record`.
 
@@ -1360,16 +1369,22 @@ cdef class PacketColumns:
         self.objects = []
         self.json = json
         names = []
-        for c, (name, kind, how) in enumerate(columns):
+        for c, spec in enumerate(columns):
+            name, kind, how = spec[:3]
             col = &self.cols[c]
             if len(kind) != 1 or kind not in COLUMN_KINDS:
                 raise ValueError(f"column {name}: kind {kind!r} is not one of {COLUMN_KINDS!r}")
-            if name not in _RECORD_FIELDS:
+            if len(spec) == 4:
+                if not 0 <= spec[3] < 64 or how != AS_FIELD:
+                    raise ValueError(f"column {name}: a value index from 0 to 63, taken as it is")
+                col.field = spec[3]
+            elif name not in _RECORD_FIELDS:
                 raise ValueError(f"column {name}: not a Record field")
+            else:
+                col.field = _RECORD_FIELDS.index(name)
             if how == AS_JSON and json is None:
                 raise ValueError(f"column {name}: no json callable")
             col.kind = (<bytes>kind)[0]
-            col.field = _RECORD_FIELDS.index(name)
             col.how = how
             names.append(name)
             self.objects.append({})
@@ -1477,33 +1492,37 @@ cdef class PacketColumns:
                 col.offs[i + 1] = <int32_t>col.used
             elif col.kind == b"s":
                 if type(<object>x) is not str:
-                    raise TypeError(f"{_RECORD_FIELDS[col.field]}: not a str")
+                    raise TypeError(f"{self.names[c]}: not a str")
                 p = PyUnicode_AsUTF8AndSize(<object>x, &size)
                 self._data(col, p, size)
                 col.offs[i + 1] = <int32_t>col.used
             elif col.kind == b"y":
                 if type(<object>x) is not bytes:
-                    raise TypeError(f"{_RECORD_FIELDS[col.field]}: not bytes")
+                    raise TypeError(f"{self.names[c]}: not bytes")
                 self._data(col, PyBytes_AS_STRING(<object>x), PyBytes_GET_SIZE(<object>x))
                 col.offs[i + 1] = <int32_t>col.used
             elif col.kind == b"?":
                 if x == Py_True:
                     col.values[byte] |= bit
                 elif x != Py_False:
-                    raise TypeError(f"{_RECORD_FIELDS[col.field]}: not a bool")
+                    raise TypeError(f"{self.names[c]}: not a bool")
+            elif col.kind == b"d":
+                if type(<object>x) is not float:
+                    raise TypeError(f"{self.names[c]}: not a float")
+                (<double*>col.values)[i] = PyFloat_AS_DOUBLE(<object>x)
             else:
                 if type(<object>x) is not int:
-                    raise TypeError(f"{_RECORD_FIELDS[col.field]}: not an int")
+                    raise TypeError(f"{self.names[c]}: not an int")
                 y = PyLong_AsLongLongAndOverflow(<object>x, &overflow)
                 if overflow:
-                    raise OverflowError(f"{_RECORD_FIELDS[col.field]}: out of range")
+                    raise OverflowError(f"{self.names[c]}: out of range")
                 if col.kind == b"b":
                     if y < -128 or y > 127:
-                        raise OverflowError(f"{_RECORD_FIELDS[col.field]}: out of range")
+                        raise OverflowError(f"{self.names[c]}: out of range")
                     (<int8_t*>col.values)[i] = <int8_t>y
                 elif col.kind == b"i":
                     if y < -2147483648 or y > 2147483647:
-                        raise OverflowError(f"{_RECORD_FIELDS[col.field]}: out of range")
+                        raise OverflowError(f"{self.names[c]}: out of range")
                     (<int32_t*>col.values)[i] = <int32_t>y
                 elif col.kind == b"t":
                     # Nanoseconds to microseconds, rounded down as Python's // does.
@@ -1576,3 +1595,14 @@ cdef inline bint _is_str(PyObject* value, str text) noexcept:
     """Whether ``value`` is the str ``text`` (the same object, or an equal str)."""
     return value == <PyObject*>text or (value != NULL and type(<object>value) is str
                                         and <str>value == text)
+
+
+cdef int _row(object columns, PyObject** v) except -1:
+    return (<PacketColumns>columns).row(v)
+
+
+def row_capsule():
+    """The C function that appends a row to a :class:`PacketColumns`: ``int row(columns,
+    PyObject** values)``, the values in the order of its columns' indices; in a capsule
+    named ROW_CAPSULE (for the derived tables' compiled code)."""
+    return PyCapsule_New(<void*>_row, _ROW_NAME, NULL)

@@ -3,6 +3,11 @@ the packets table's Arrow buffers as it decodes (:class:`mqttwire.capture.loop_c
 PacketColumns`) and hands each packet's fields, as the array it holds them in, to the
 derived tables' compiled function (:meth:`mqttwire.spark.derive_c.Deriver.capsule`).
 
+The messages rows of QoS 0 PUBLISHes taken there are written into the messages table's
+Arrow columns at once, without a dict; the other rows (QoS 1 and 2 exchanges, which wait
+for their acknowledgements as dicts, and those of CaptureTables) are moved into them in
+their order.
+
 A packet becomes a Record only where the derived tables need what only
 :meth:`~.derive.CaptureTables.add` does (a connection's first packet, a retained
 PUBLISH, an acknowledgement that does not simply complete its exchange...): counted in
@@ -26,10 +31,10 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 import pyarrow.compute as pc  # type: ignore[import-untyped]  # no stubs
 
-from ..capture import loop_c
+from ..capture import Record, loop_c
 from ..capture.arrow import columns_batch, sink
 from . import derive
-from .schema import ERRORS, PACKETS
+from .schema import ERRORS, MESSAGES, PACKETS
 
 __all__ = ["AVAILABLE", "Counts", "columnar_batches", "last_counts"]
 
@@ -59,6 +64,23 @@ def _errors(batch: pa.RecordBatch) -> pa.RecordBatch:
                                       schema=ERRORS)
 
 
+def _message_spec() -> list[tuple[str, bytes, int, int]]:
+    """The PacketColumns columns of the messages table: its values by index."""
+    kinds = {"int8": b"b", "int32": b"i", "int64": b"l", "timestamp[us, tz=UTC]": b"t",
+             "bool": b"?", "double": b"d", "string": b"s", "binary": b"y"}
+    return [(f.name, kinds[str(f.type)], 0, i) for i, f in enumerate(MESSAGES)]
+
+
+def _message_batches(messages: Any, rows: int) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """The rows of ``messages`` (PacketColumns) as batches of at most ``rows`` rows."""
+    n = len(messages)
+    if not n:
+        return
+    batch = columns_batch(messages.take_buffers(), n, MESSAGES, "")
+    for start in range(0, n, rows):
+        yield "messages", batch.slice(start, rows)
+
+
 def columnar_batches(reader: Any, tables: derive.CaptureTables, stats: Any,
                      files: Callable[[pa.Array], pa.Array] | str, rows: int,
                      full_batches: Callable[[derive.CaptureTables], Iterator[Any]],
@@ -71,8 +93,11 @@ def columnar_batches(reader: Any, tables: derive.CaptureTables, stats: Any,
     ``rows`` rows; ``files``: the ``file`` column's one value, or its function of the
     ``frame`` column (a set)."""
     columns = sink(PACKETS)
-    deriver = derive._FAST
+    # A deriver of its own: the messages rows go into this decoding's columns.
+    deriver = derive.derive_c.Deriver(Record, derive._Conn)
     columns.derive_into(tables, deriver, deriver.capsule())
+    messages = loop_c.PacketColumns(_message_spec())
+    deriver.message_columns(messages, loop_c.row_capsule(), MESSAGES.names)
     counts = Counts()
     thresholds = gc.get_threshold()
     gc.set_threshold(max(thresholds[0], gc_threshold), *thresholds[1:])
@@ -90,10 +115,14 @@ def columnar_batches(reader: Any, tables: derive.CaptureTables, stats: Any,
                 yield "packets", batch
                 if packets != n:
                     yield "errors", _errors(batch)
-            yield from full_batches(tables)
+            deriver.drain(tables)
+            if len(messages) >= rows:
+                yield from _message_batches(messages, rows)
+            yield from full_batches(tables)  # the connections (messages: drained)
         retained = tables.finish()
-        for table, done in (("connections", tables.connections),
-                            ("messages", tables.messages), ("retained", retained)):
+        deriver.drain(tables)
+        yield from _message_batches(messages, rows)
+        for table, done in (("connections", tables.connections), ("retained", retained)):
             for start in range(0, len(done), rows):
                 yield table, rows_batch(table, done[start:start + rows])
     finally:

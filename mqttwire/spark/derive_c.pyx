@@ -21,7 +21,9 @@ tests/spark/test_derive.py runs its cases both ways.
 """
 
 from cpython.dict cimport PyDict_Copy, PyDict_GetItemWithError
-from cpython.list cimport PyList_Append
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM
+from libc.string cimport memcpy
 from cpython.object cimport PyObject
 from cpython.pycapsule cimport PyCapsule_New
 
@@ -38,6 +40,19 @@ __all__ = ["CONN_SLOTS", "RECORD_SLOTS", "TAKE_CAPSULE", "Deriver"]
 #: loop_c.TAKE_CAPSULE).
 TAKE_CAPSULE = b"mqttwire.spark.derive_c.take"
 cdef const char* _TAKE_NAME = "mqttwire.spark.derive_c.take"
+
+# PacketColumns' row function (mqttwire.capture.loop_c.row_capsule): a messages row
+# written into Arrow columns from an array of its values, in the columns' order.
+ctypedef int (*_row_fn)(object columns, PyObject** v) except -1
+cdef const char* _ROW_NAME = "mqttwire.capture.loop_c.row"
+
+cdef extern from "Python.h":
+    void* PyCapsule_GetPointer(object capsule, const char* name) except? NULL
+
+#: The messages columns that a PUBLISH sets (CaptureTables._publish); the others are its
+#: connection's template's.
+_PUBLISH_KEYS = ("direction", "ts", "frame", "stream_offset", "topic", "topic_from_alias",
+                 "qos", "retain", "dup", "packet_id", "payload_length", "payload")
 
 # A record's fields as an array of (borrowed) pointers, in RECORD_FIELDS order: as the
 # compiled capture loop holds them before it makes a Record, and as add_many reads them
@@ -90,6 +105,14 @@ cdef class Deriver:
     # where each of RECORD_SLOTS is: its index in a fields array, its record slot offset
     cdef Py_ssize_t index[32]
     cdef Py_ssize_t slot[32]
+    # messages columns (message_columns): where its rows go instead of dicts
+    cdef object mcols
+    cdef _row_fn mrow
+    cdef tuple mkeys
+    cdef Py_ssize_t nm
+    cdef Py_ssize_t m_at[12]  # the index of each of _PUBLISH_KEYS among mkeys
+    cdef object mtemplate  # the template whose values mv holds (a strong reference)
+    cdef PyObject* mv[MAX_FIELDS]
     # connection state
     cdef Py_ssize_t c_bytes_c2s, c_bytes_s2c, c_client_id, c_frame_c2s, c_frame_s2c
     cdef Py_ssize_t c_held, c_last_ts, c_message, c_older, c_packets_c2s, c_packets_s2c
@@ -134,6 +157,73 @@ cdef class Deriver:
                 f[self.index[i]] = _get(rec, self.slot[i])
             if not self._take(conns, messages, f):
                 add(rec)
+
+    def message_columns(self, columns, capsule, keys):
+        """Write the messages rows into ``columns`` (mqttwire.capture.loop_c.
+        PacketColumns, whose columns are ``keys`` in order; ``capsule``: loop_c.
+        row_capsule()) instead of leaving dicts in ``tables.messages``: a QoS 0 PUBLISH
+        taken here is written at once, without a dict; the rows of ``tables.messages``
+        (CaptureTables' own, and the exchanges completed here) are moved into the
+        columns before it, and by :meth:`drain`, so the order stays theirs."""
+        keys = tuple(keys)
+        if len(keys) > MAX_FIELDS or any(k not in keys for k in _PUBLISH_KEYS):
+            raise ValueError("not the messages columns")
+        self.mrow = <_row_fn>PyCapsule_GetPointer(capsule, _ROW_NAME)
+        self.mcols = columns
+        self.mkeys = keys
+        self.nm = len(keys)
+        for i, name in enumerate(_PUBLISH_KEYS):
+            self.m_at[i] = keys.index(name)
+        self.mtemplate = None
+
+    def drain(self, tables):
+        """Move the rows of ``tables.messages`` into the messages columns."""
+        if self.mcols is not None:
+            self._drain(tables.messages)
+
+    cdef int _drain(self, list messages) except -1:
+        cdef PyObject* v[MAX_FIELDS]
+        cdef Py_ssize_t i, j
+        for j in range(PyList_GET_SIZE(messages)):
+            row = <object>PyList_GET_ITEM(messages, j)
+            if type(row) is not dict:
+                raise TypeError("a messages row is a dict")
+            for i in range(self.nm):
+                v[i] = PyDict_GetItemWithError(row, <object>PyTuple_GET_ITEM(self.mkeys, i))
+                if v[i] == NULL:
+                    raise KeyError(self.mkeys[i])
+            self.mrow(self.mcols, v)
+        del messages[:]
+        return 0
+
+    cdef int _write_publish(self, dict template, PyObject** f, object direction, object ts,
+                            object qos, object frame) except -1:
+        """The messages row of a QoS 0 PUBLISH, into the columns: the template's values
+        with the PUBLISH's (as CaptureTables._publish makes the dict)."""
+        cdef PyObject* v[MAX_FIELDS]
+        cdef Py_ssize_t i
+        if template is not self.mtemplate:
+            for i in range(self.nm):
+                self.mv[i] = PyDict_GetItemWithError(
+                    template, <object>PyTuple_GET_ITEM(self.mkeys, i))
+                if self.mv[i] == NULL:
+                    raise KeyError(self.mkeys[i])
+            self.mtemplate = template  # holds the values mv points at
+        memcpy(v, self.mv, self.nm * sizeof(PyObject*))
+        v[self.m_at[0]] = <PyObject*>direction
+        v[self.m_at[1]] = <PyObject*>ts
+        v[self.m_at[2]] = <PyObject*>frame
+        v[self.m_at[3]] = f[self.r_offset]
+        v[self.m_at[4]] = f[self.r_topic]
+        v[self.m_at[5]] = f[self.r_alias]
+        v[self.m_at[6]] = <PyObject*>qos
+        v[self.m_at[7]] = f[self.r_retain]
+        v[self.m_at[8]] = f[self.r_dup]
+        v[self.m_at[9]] = f[self.r_packet_id]
+        v[self.m_at[10]] = f[self.r_payload_length]
+        v[self.m_at[11]] = f[self.r_payload]
+        self.mrow(self.mcols, v)
+        return 0
 
     def capsule(self):
         """The C function that takes one record's fields (an array of RECORD_FIELDS
@@ -256,7 +346,12 @@ cdef class Deriver:
         the retained store alone."""
         if qos is None or not qos:
             qos = 0
-        cdef dict message = PyDict_Copy(template)
+        cdef dict message
+        if not qos and self.mcols is not None:
+            if PyList_GET_SIZE(messages):
+                self._drain(messages)
+            return self._write_publish(template, f, direction, ts, qos, frame)
+        message = PyDict_Copy(template)
         message["direction"] = direction
         message["ts"] = ts
         message["frame"] = frame
