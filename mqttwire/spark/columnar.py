@@ -119,6 +119,7 @@ def columnar_batches(reader: Any, tables: derive.CaptureTables, stats: Any,
             if len(messages) >= rows:
                 yield from _message_batches(messages, rows)
             yield from full_batches(tables)  # the connections (messages: drained)
+        deriver.materialize_all(tables)
         retained = tables.finish()
         deriver.drain(tables)
         yield from _message_batches(messages, rows)

@@ -23,7 +23,9 @@ tests/spark/test_derive.py runs its cases both ways.
 from cpython.dict cimport PyDict_Copy, PyDict_GetItemWithError
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
-from libc.string cimport memcpy
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.ref cimport Py_XDECREF, Py_XINCREF
+from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject
 from cpython.pycapsule cimport PyCapsule_New
 
@@ -49,10 +51,52 @@ cdef const char* _ROW_NAME = "mqttwire.capture.loop_c.row"
 cdef extern from "Python.h":
     void* PyCapsule_GetPointer(object capsule, const char* name) except? NULL
 
-#: The messages columns that a PUBLISH sets (CaptureTables._publish); the others are its
-#: connection's template's.
+#: The messages columns that a PUBLISH sets (CaptureTables._publish; the others are its
+#: connection's template's), then those that its PUBACK sets (CaptureTables._done).
 _PUBLISH_KEYS = ("direction", "ts", "frame", "stream_offset", "topic", "topic_from_alias",
-                 "qos", "retain", "dup", "packet_id", "payload_length", "payload")
+                 "qos", "retain", "dup", "packet_id", "payload_length", "payload",
+                 "status", "puback_ts", "ack_reason_code", "completed_ts", "latency_ms")
+cdef object _COMPLETE = "complete"
+cdef object _FAILED = "failed"
+cdef object _INCOMPLETE = "incomplete"
+
+# The templates' values by column (message_columns): a direct-mapped cache keyed by the
+# template dict (a strong reference, so that the values it points at stay alive; a
+# template is never changed once made: CaptureTables._identity makes a new one).
+ctypedef struct _Template:
+    PyObject* template
+    PyObject* values[64]
+
+cdef enum:
+    TEMPLATES = 64
+
+
+@cython.final
+cdef class _Held:
+    """A QoS 1 exchange that the compiled path took, pending its PUBACK: its PUBLISH's
+    values and its connection's messages template, instead of the row dict that
+    CaptureTables._publish makes.  Made that dict (:meth:`row`) before any Python code
+    may look at the connection's pending exchanges (Deriver._materialize)."""
+
+    cdef object template, direction, ts, frame, offset, topic, alias, qos, retain, dup
+    cdef object packet_id, payload_length, payload
+
+    cdef dict row(self):
+        cdef dict message = PyDict_Copy(self.template)
+        message["direction"] = self.direction
+        message["ts"] = self.ts
+        message["frame"] = self.frame
+        message["stream_offset"] = self.offset
+        message["topic"] = self.topic
+        message["topic_from_alias"] = self.alias
+        message["qos"] = self.qos
+        message["retain"] = self.retain
+        message["dup"] = self.dup
+        message["packet_id"] = self.packet_id
+        message["payload_length"] = self.payload_length
+        message["payload"] = self.payload
+        message["status"] = _INCOMPLETE
+        return message
 
 # A record's fields as an array of (borrowed) pointers, in RECORD_FIELDS order: as the
 # compiled capture loop holds them before it makes a Record, and as add_many reads them
@@ -110,9 +154,8 @@ cdef class Deriver:
     cdef _row_fn mrow
     cdef tuple mkeys
     cdef Py_ssize_t nm
-    cdef Py_ssize_t m_at[12]  # the index of each of _PUBLISH_KEYS among mkeys
-    cdef object mtemplate  # the template whose values mv holds (a strong reference)
-    cdef PyObject* mv[MAX_FIELDS]
+    cdef Py_ssize_t m_at[17]  # the index of each of _PUBLISH_KEYS among mkeys
+    cdef _Template* templates
     # connection state
     cdef Py_ssize_t c_bytes_c2s, c_bytes_s2c, c_client_id, c_frame_c2s, c_frame_s2c
     cdef Py_ssize_t c_held, c_last_ts, c_message, c_older, c_packets_c2s, c_packets_s2c
@@ -174,7 +217,62 @@ cdef class Deriver:
         self.nm = len(keys)
         for i, name in enumerate(_PUBLISH_KEYS):
             self.m_at[i] = keys.index(name)
-        self.mtemplate = None
+        if self.templates == NULL:
+            self.templates = <_Template*>PyMem_Malloc(sizeof(_Template) * TEMPLATES)
+            if self.templates == NULL:
+                raise MemoryError()
+            memset(self.templates, 0, sizeof(_Template) * TEMPLATES)
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.templates != NULL:
+            for i in range(TEMPLATES):
+                Py_XDECREF(self.templates[i].template)
+            PyMem_Free(self.templates)
+
+    cdef PyObject** _template(self, dict template) except NULL:
+        """The values of ``template`` by column (the cache's entry)."""
+        cdef _Template* t = &self.templates[(<size_t><PyObject*>template >> 6) % TEMPLATES]
+        cdef Py_ssize_t i
+        if t.template != <PyObject*>template:
+            Py_XDECREF(t.template)
+            t.template = NULL
+            for i in range(self.nm):
+                t.values[i] = PyDict_GetItemWithError(
+                    template, <object>PyTuple_GET_ITEM(self.mkeys, i))
+                if t.values[i] == NULL:
+                    raise KeyError(self.mkeys[i])
+            Py_XINCREF(<PyObject*>template)
+            t.template = <PyObject*>template
+        return t.values
+
+    def materialize_all(self, tables):
+        """Make the pending exchanges held here rows dicts, in every connection (before
+        CaptureTables.finish)."""
+        for conn in tables._conns.values():
+            if type(conn) is self.conn_cls:
+                self._materialize_conn(conn)
+
+    cdef int _materialize(self, dict conns, PyObject** f) except -1:
+        """Before CaptureTables.add takes the record of fields ``f``: the pending
+        exchanges of its connection held here become the row dicts it expects."""
+        cdef PyObject* conn_id = f[self.r_conn]
+        cdef PyObject* found
+        if conn_id == NULL or conn_id == Py_None:
+            return 0
+        found = PyDict_GetItemWithError(conns, <object>conn_id)
+        if found != NULL and type(<object>found) is self.conn_cls:
+            self._materialize_conn(<object>found)
+        return 0
+
+    cdef int _materialize_conn(self, object conn) except -1:
+        pending = <object>_get(conn, self.c_pending)
+        if type(pending) is not dict:
+            return 0
+        for key, value in list((<dict>pending).items()):
+            if type(value) is _Held:
+                (<dict>pending)[key] = (<_Held>value).row()  # same key: same place
+        return 0
 
     def drain(self, tables):
         """Move the rows of ``tables.messages`` into the messages columns."""
@@ -201,15 +299,7 @@ cdef class Deriver:
         """The messages row of a QoS 0 PUBLISH, into the columns: the template's values
         with the PUBLISH's (as CaptureTables._publish makes the dict)."""
         cdef PyObject* v[MAX_FIELDS]
-        cdef Py_ssize_t i
-        if template is not self.mtemplate:
-            for i in range(self.nm):
-                self.mv[i] = PyDict_GetItemWithError(
-                    template, <object>PyTuple_GET_ITEM(self.mkeys, i))
-                if self.mv[i] == NULL:
-                    raise KeyError(self.mkeys[i])
-            self.mtemplate = template  # holds the values mv points at
-        memcpy(v, self.mv, self.nm * sizeof(PyObject*))
+        memcpy(v, self._template(template), self.nm * sizeof(PyObject*))
         v[self.m_at[0]] = <PyObject*>direction
         v[self.m_at[1]] = <PyObject*>ts
         v[self.m_at[2]] = <PyObject*>frame
@@ -305,9 +395,14 @@ cdef class Deriver:
             if older and key in older:
                 return False
             message = pending.get(key)
-            if message is None or message["qos"] != 1:
+            if message is None:
                 return False
-            first = message["frame"]
+            if type(message) is _Held:
+                first = (<_Held>message).frame  # a QoS 1 exchange
+            elif message["qos"] != 1:
+                return False
+            else:
+                first = message["frame"]
             if frame != Py_None and first is not None and first > <object>frame:
                 return False  # a later exchange under the same packet id
         # -- taken: from here on, as CaptureTables.add does ------------------------------
@@ -347,10 +442,28 @@ cdef class Deriver:
         if qos is None or not qos:
             qos = 0
         cdef dict message
+        cdef _Held held
         if not qos and self.mcols is not None:
             if PyList_GET_SIZE(messages):
                 self._drain(messages)
             return self._write_publish(template, f, direction, ts, qos, frame)
+        if self.mcols is not None and type(qos) is int and qos == 1:
+            held = _Held.__new__(_Held)
+            held.template = template
+            held.direction = direction
+            held.ts = ts
+            held.frame = frame
+            held.offset = <object>f[self.r_offset]
+            held.topic = <object>f[self.r_topic]
+            held.alias = <object>f[self.r_alias]
+            held.qos = qos
+            held.retain = <object>f[self.r_retain]
+            held.dup = <object>f[self.r_dup]
+            held.packet_id = <object>f[self.r_packet_id]
+            held.payload_length = <object>f[self.r_payload_length]
+            held.payload = <object>f[self.r_payload]
+            pending[key] = held  # not pending before: checked by _take
+            return 0
         message = PyDict_Copy(template)
         message["direction"] = direction
         message["ts"] = ts
@@ -372,10 +485,46 @@ cdef class Deriver:
         pending[key] = message  # not pending before: checked by _take
         return 0
 
+    cdef int _complete(self, dict pending, list messages, PyObject** f, object key,
+                       _Held held, object ts) except -1:
+        """CaptureTables._ack and _done of a PUBACK that completes ``held``: its row,
+        written into the messages columns."""
+        cdef PyObject* v[MAX_FIELDS]
+        del pending[key]
+        code = <object>f[self.r_code]
+        status = _FAILED if code is not None and code >= REJECTED else _COMPLETE
+        latency = None
+        if ts is not None and held.ts is not None:
+            latency = (ts - held.ts) / 1e6
+        if PyList_GET_SIZE(messages):
+            self._drain(messages)
+        memcpy(v, self._template(held.template), self.nm * sizeof(PyObject*))
+        v[self.m_at[0]] = <PyObject*>held.direction
+        v[self.m_at[1]] = <PyObject*>held.ts
+        v[self.m_at[2]] = <PyObject*>held.frame
+        v[self.m_at[3]] = <PyObject*>held.offset
+        v[self.m_at[4]] = <PyObject*>held.topic
+        v[self.m_at[5]] = <PyObject*>held.alias
+        v[self.m_at[6]] = <PyObject*>held.qos
+        v[self.m_at[7]] = <PyObject*>held.retain
+        v[self.m_at[8]] = <PyObject*>held.dup
+        v[self.m_at[9]] = <PyObject*>held.packet_id
+        v[self.m_at[10]] = <PyObject*>held.payload_length
+        v[self.m_at[11]] = <PyObject*>held.payload
+        v[self.m_at[12]] = <PyObject*>status
+        v[self.m_at[13]] = <PyObject*>ts
+        v[self.m_at[14]] = <PyObject*>code
+        v[self.m_at[15]] = <PyObject*>ts
+        v[self.m_at[16]] = <PyObject*>latency
+        self.mrow(self.mcols, v)
+        return 0
+
     cdef int _puback(self, dict pending, list messages, PyObject** f, object key,
-                     dict message, object ts) except -1:
+                     object message, object ts) except -1:
         """CaptureTables._ack and _done of a PUBACK that completes ``message``, the
         pending exchange of ``key`` (checked by _take)."""
+        if type(message) is _Held:
+            return self._complete(pending, messages, f, key, <_Held>message, ts)
         del pending[key]
         message["puback_ts"] = ts
         code = <object>f[self.r_code]
@@ -390,6 +539,13 @@ cdef class Deriver:
 
 
 cdef int _take_fields(object deriver, object tables, PyObject** f) except -1:
-    """Deriver.capsule's function: Deriver._take on the fields ``f``."""
+    """Deriver.capsule's function: Deriver._take on the fields ``f``; a record it does not
+    take goes to CaptureTables.add, which must find its connection's pending exchanges
+    as dicts."""
     cdef Deriver d = <Deriver>deriver
-    return d._take(tables._conns, tables.messages, f)
+    cdef dict conns = tables._conns
+    if d._take(conns, tables.messages, f):
+        return 1
+    if d.mcols is not None:
+        d._materialize(conns, f)
+    return 0
