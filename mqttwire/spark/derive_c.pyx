@@ -72,6 +72,7 @@ cdef enum:
 
 
 @cython.final
+@cython.no_gc  # holds no cycle (a template dict, ints, str, bytes): not for the collector
 cdef class _Held:
     """A QoS 1 exchange that the compiled path took, pending its PUBACK: its PUBLISH's
     values and its connection's messages template, instead of the row dict that
