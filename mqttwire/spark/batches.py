@@ -4,7 +4,10 @@
 (:func:`~mqttwire.capture.read_capture` with ``stream_ends``), through
 :class:`~mqttwire.spark.derive.CaptureTables`, and yields ``(table, batch)`` pairs: each
 batch has that table's own schema (:data:`~mqttwire.spark.schema.TABLES`).  The batches
-are built column by column (:mod:`.columns`), never row by row.
+are built column by column (:mod:`.columns`), never row by row.  Where the compiled
+capture loop reads the capture (the Cython codec) and :mod:`.derive_c` is built, no
+Record is made per packet: the loop fills the packets columns and feeds the derived
+tables itself (:mod:`.columnar`); the tables are the same.
 
 For Spark, :func:`stage` packs a batch into one row of the
 :data:`~mqttwire.spark.schema.STAGED` schema (the batch as an Arrow IPC stream), and
