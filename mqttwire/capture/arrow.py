@@ -17,6 +17,7 @@ conftest).
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
@@ -25,9 +26,16 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from .mqtt_streams import MqttStreams
 
 if TYPE_CHECKING:
-    import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
+    # pyarrow has no stubs, and the capture package is type-checked without it.
+    import pyarrow as pa  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     from .sets import CaptureSet, FileChain
+
+
+def _module(name: str) -> Any:
+    """pyarrow, or a module of mqttwire.spark (which needs pyarrow), imported when used:
+    the capture package needs neither, and is type-checked without them."""
+    return importlib.import_module(name)
 
 __all__ = ["BATCH_ROWS", "column_spec", "columns_batch", "packets_table", "sink"]
 
@@ -58,11 +66,11 @@ def column_spec(schema: pa.Schema) -> list[tuple[str, bytes, int]]:
 
 def sink(schema: pa.Schema | None = None) -> Any:
     """An empty :class:`~.loop_c.PacketColumns` for ``schema`` (default PACKETS)."""
-    from ..spark.batches import properties_json
-    from ..spark.schema import PACKETS
     from . import loop_c
 
-    return loop_c.PacketColumns(column_spec(schema or PACKETS), properties_json)
+    packets = _module("mqttwire.spark.schema").PACKETS
+    json = _module("mqttwire.spark.batches").properties_json
+    return loop_c.PacketColumns(column_spec(schema or packets), json)
 
 
 def columns_batch(buffers: list[Any], n: int, schema: pa.Schema,
@@ -70,9 +78,9 @@ def columns_batch(buffers: list[Any], n: int, schema: pa.Schema,
     """The batch of ``n`` rows from :meth:`~.loop_c.PacketColumns.take_buffers`'s
     ``buffers`` (the columns of :func:`column_spec`); ``files``: the ``file`` column's one
     value, or a function of the ``frame`` column giving it."""
-    import pyarrow as pa
+    pa = _module("pyarrow")
 
-    arrays: list[pa.Array | None] = []
+    arrays: list[Any] = []  # pyarrow arrays
     parts = iter(buffers)
     for field in schema:
         if field.name == "file":
@@ -102,9 +110,9 @@ def columns_batch(buffers: list[Any], n: int, schema: pa.Schema,
 
 def chain_files(chain: FileChain) -> Callable[[pa.Array], pa.Array]:
     """The ``file`` column of a set's rows from their ``frame`` column."""
-    import pyarrow as pa
+    pa = _module("pyarrow")
 
-    def files(frames: pa.Array) -> pa.Array:
+    def files(frames: Any) -> Any:  # pyarrow arrays
         return pa.array(chain.files_of_frames(frames.to_pylist()), pa.string())
     return files
 
@@ -122,14 +130,11 @@ def packets_table(source: str | os.PathLike[str] | BinaryIO | CaptureSet, *,
     For example, ``packets_table("a.pcap").to_pandas()``, or, in DuckDB,
     ``duckdb.sql("select topic, count(*) from t group by topic")`` with
     ``t = packets_table("a.pcap")``."""
-    import pyarrow as pa
-
-    from ..spark.schema import PACKETS
-
+    pa = _module("pyarrow")
     batches = list(packet_batches(source, ports=ports, payload_limit=payload_limit,
                                   codec=codec, version=version, name=name,
                                   max_pending=max_pending))
-    return pa.Table.from_batches(batches, schema=PACKETS)
+    return pa.Table.from_batches(batches, schema=_module("mqttwire.spark.schema").PACKETS)
 
 
 def packet_batches(source: Any, *, ports: Iterable[int] = (1883,),
@@ -163,12 +168,13 @@ def packet_batches(source: Any, *, ports: Iterable[int] = (1883,),
 
 def _batches(f: BinaryIO | None, chain: FileChain | None,
              handler: MqttStreams) -> Iterator[pa.RecordBatch]:
-    from ..spark.schema import PACKETS
     from . import loop_c, read_chain, read_with
+
+    packets = _module("mqttwire.spark.schema").PACKETS
 
     if loop_c is not None and handler.codec is loop_c.CODEC:
         reader = loop_c.FastReader(f, handler, chain)
-        columns = sink(PACKETS)
+        columns = sink(packets)
         files: Callable[[pa.Array], pa.Array] | str = (
             handler.capture if chain is None else chain_files(chain))
         more = True
@@ -176,16 +182,19 @@ def _batches(f: BinaryIO | None, chain: FileChain | None,
             more = reader.fill(columns, BATCH_ROWS)
             n = len(columns)
             if n:
-                yield columns_batch(columns.take_buffers(), n, PACKETS, files)
+                yield columns_batch(columns.take_buffers(), n, packets, files)
         return
-    from ..spark.batches import packets_batch
-
-    records = read_with(f, handler) if chain is None else read_chain(chain, handler)
+    packets_batch = _module("mqttwire.spark.batches").packets_batch
+    if chain is None:
+        assert f is not None  # one file, or the files of a set
+        records = read_with(f, handler)
+    else:
+        records = read_chain(chain, handler)
     batch: list[Any] = []
     for rec in records:
         batch.append(rec)
         if len(batch) == BATCH_ROWS:
-            yield packets_batch(batch, PACKETS, None if chain is None else chain.files_of)
+            yield packets_batch(batch, packets, None if chain is None else chain.files_of)
             batch = []
     if batch:
-        yield packets_batch(batch, PACKETS, None if chain is None else chain.files_of)
+        yield packets_batch(batch, packets, None if chain is None else chain.files_of)

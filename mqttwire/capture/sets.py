@@ -66,7 +66,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice
 from operator import attrgetter, lt
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .pcap import (
     _EPB,
@@ -681,7 +681,7 @@ class FileChain:
             return [self.names[0]] * len(records)
         return self.files_of_frames(list(map(_FRAME, records)))
 
-    def files_of_frames(self, frames: list[int | None]) -> list[str]:
+    def files_of_frames(self, frames: list[Any]) -> list[str]:
         """:meth:`files_of` for the records of frames ``frames``."""
         if len(self.names) == 1:
             return [self.names[0]] * len(frames)
