@@ -50,8 +50,8 @@ from .._cdefs cimport (
     read_varint,
 )
 from .._cdefs cimport slot_get as _get, slot_put as _put
-# The codec's packet classes, whose fields _records reads as C struct members (the
-# attribute look-up of each was a tenth of the loop's time).
+# The codec's packet classes, whose fields _records reads as C struct members, without
+# an attribute look-up each (declared in mqttwire/_speedups.pxd).
 from .._speedups cimport Publish as _Publish, _Ack
 
 import dataclasses
