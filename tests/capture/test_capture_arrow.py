@@ -7,6 +7,7 @@ import io
 from types import ModuleType
 from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]  # the spark extra's; no stubs
 import pytest
 from capture_helpers import T0, conversation, encode_all, segments_for, write
 from loop_checks import reference_packets_table
@@ -14,8 +15,6 @@ from loop_checks import reference_packets_table
 from mqttwire.capture import read_capture
 from mqttwire.capture.arrow import BATCH_ROWS, packets_table
 from mqttwire.capture.synth import Frame, TcpFlow
-
-pa = pytest.importorskip("pyarrow")
 
 
 def _capture(codec: ModuleType, publishes: int = 0) -> bytes:
