@@ -8,8 +8,17 @@ wall clock and process CPU time (each row includes the ones above it):
 1. ``read_capture``: reading, TCP reassembly and MQTT decoding, every record built;
 2. the same, the records also fed to the derived tables (:mod:`mqttwire.spark.derive`), a
    chunk at a time as a task feeds them;
-3. ``decode_capture``: the same, with every table's Arrow batches built;
+3. ``decode_capture``: the same, with every table's Arrow batches built (what a
+   pipeline task runs: where the compiled loop and derived tables are built, the
+   columnar path of :mod:`mqttwire.spark.columnar`, which builds no Record per packet;
+   steps 1 and 2 still build them);
 4. the same, each batch staged (an LZ4-compressed Arrow IPC stream in one row).
+
+Then, alone: ``packets_table`` (:mod:`mqttwire.capture.arrow`), the packets table of
+the capture as a ``pyarrow.Table`` without the derived tables.  After the table, how
+the columnar path's records went (:data:`mqttwire.spark.columnar.last_counts`): records
+of the compiled loop, how many of them had to be made Records for the derived tables
+(the fallbacks), and the records the pure code made.
 
 Then ``mqttwire pipeline FILE --out TMP`` from start to exit, with the wall seconds of its
 phases as the driver reports them (list, decode, write, summary: see
@@ -77,10 +86,20 @@ def _steps(path: str) -> list[tuple[str, float, float, int]]:
             return n
         return run
 
+    def table() -> int:
+        from mqttwire.capture.arrow import packets_table
+
+        return packets_table(path, payload_limit=keep).num_rows
+
+    steps = [("1. read_capture", records), ("2. + derived tables", derived),
+             ("3. + Arrow batches", batches(False)), ("4. + staged rows", batches(True))]
+    try:
+        import mqttwire.capture.arrow  # noqa: F401
+        steps.append(("packets_table (alone)", table))
+    except ImportError:  # an earlier tree, for a before/after
+        pass
     rows = []
-    for label, run in (("1. read_capture", records), ("2. + derived tables", derived),
-                       ("3. + Arrow batches", batches(False)),
-                       ("4. + staged rows", batches(True))):
+    for label, run in steps:
         # Every step with the garbage collector's threshold of a decoding task
         # (decode_capture sets it for itself; the first two steps need it set here).
         thresholds = gc.get_threshold()
@@ -119,10 +138,23 @@ def main() -> None:
     size = os.path.getsize(args.capture) / 1e6
     print(f"{args.capture}: {size:.1f} MB; mqttwire {mqttwire.IMPLEMENTATION}; "
           f"load average {os.getloadavg()[0]:.2f}")
-    print("| step (one task's work, alone) | wall s | CPU s | records or table rows |")
-    print("|---|---:|---:|---:|")
-    for label, wall, cpu, n in _steps(args.capture):
-        print(f"| {label} | {wall:.2f} | {cpu:.2f} | {n:,} |")
+    print("| step (one task's work, alone) | wall s | CPU s | records or table rows "
+          "| CPU ns per MQTT packet |")
+    print("|---|---:|---:|---:|---:|")
+    steps = _steps(args.capture)
+    packets = steps[0][3]
+    for label, wall, cpu, n in steps:
+        print(f"| {label} | {wall:.2f} | {cpu:.2f} | {n:,} | {cpu / packets * 1e9:,.0f} |")
+    try:
+        from mqttwire.spark.columnar import AVAILABLE, last_counts
+    except ImportError:  # a tree without the columnar path
+        AVAILABLE = False
+    if AVAILABLE:
+        print(f"\ncolumnar path (step 4): {last_counts.fast:,} records of the compiled "
+              f"loop, {last_counts.fallbacks:,} of them made Records for the derived "
+              f"tables (fallbacks); {last_counts.side:,} records of the pure code")
+    else:
+        print("\ncolumnar path: not available (steps 3 and 4 build Records)")
     wall, phases = _pipeline(args.capture, args.master)
     print(f"\npipeline on {args.master}, start to exit: {wall:.1f} s wall; "
           f"its phases: {phases}")

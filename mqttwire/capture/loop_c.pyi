@@ -18,6 +18,9 @@ class FastReader(Iterator[Record]):
                  chain: FileChain | None = None) -> None: ...
     def __iter__(self) -> FastReader: ...
     def __next__(self) -> Record: ...
+    def fill(self, sink: PacketColumns, rows: int) -> bool:
+        """Read on into ``sink`` instead of yielding records, until it holds at least
+        ``rows`` rows or the capture has ended (then False)."""
 
 USED_SLOTS: list[tuple[str, str]]
 """(class name, slot) of every shared slot the loop uses (mqttwire/capture/shared_slots.py)."""
@@ -47,3 +50,30 @@ class SectionPacker:
     def feed(self, data: bytes, base: int) -> int: ...
     def sections(self, section: Callable[[list[int], bytearray], bytes]
                  ) -> list[tuple[bytes, int, bytes, bytes]]: ...
+
+COLUMN_KINDS: bytes
+"""The value kinds of a PacketColumns column, one byte each."""
+TAKE_CAPSULE: bytes
+"""The name of the capsule of the derived tables' function (derive_c.Deriver.capsule)."""
+ROW_CAPSULE: bytes
+"""The name of :func:`row_capsule`'s capsule."""
+
+class PacketColumns:
+    """The rows of a table of records, column by column, in Arrow's buffer layouts,
+    filled by :meth:`FastReader.fill` without a Record per packet."""
+
+    fallbacks: int
+    side: int
+    fast: int
+    packets: int
+    names: tuple[str, ...]
+
+    def __init__(self, columns: Sequence[tuple[Any, ...]],
+                 json: Callable[[Any], str | None] | None = None) -> None: ...
+    def __len__(self) -> int: ...
+    def derive_into(self, tables: Any, deriver: Any, capsule: Any) -> None: ...
+    def add_record(self, rec: Record) -> None: ...
+    def take_buffers(self) -> list[Any]: ...
+
+def row_capsule() -> Any:
+    """The C function that appends a row of values to a PacketColumns, in a capsule."""

@@ -66,7 +66,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice
 from operator import attrgetter, lt
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .pcap import (
     _EPB,
@@ -679,7 +679,12 @@ class FileChain:
         (a look-up per record was a fifth of such a task's CPU)."""
         if len(self.names) == 1:
             return [self.names[0]] * len(records)
-        frames = list(map(_FRAME, records))
+        return self.files_of_frames(list(map(_FRAME, records)))
+
+    def files_of_frames(self, frames: list[Any]) -> list[str]:
+        """:meth:`files_of` for the records of frames ``frames``."""
+        if len(self.names) == 1:
+            return [self.names[0]] * len(frames)
         if not frames:
             return []
         if None in frames:
@@ -688,7 +693,7 @@ class FileChain:
         starts, names = self.starts, self.names
         first = bisect_right(starts, min(frames))
         if first == bisect_right(starts, max(frames)):
-            return [names[max(0, first - 1)]] * len(records)
+            return [names[max(0, first - 1)]] * len(frames)
         # Where a frame is lower than the one before, a new run begins.
         cuts = list(compress(range(1, len(frames)), map(lt, islice(frames, 1, None), frames)))
         out: list[str] = []

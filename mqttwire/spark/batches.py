@@ -4,7 +4,10 @@
 (:func:`~mqttwire.capture.read_capture` with ``stream_ends``), through
 :class:`~mqttwire.spark.derive.CaptureTables`, and yields ``(table, batch)`` pairs: each
 batch has that table's own schema (:data:`~mqttwire.spark.schema.TABLES`).  The batches
-are built column by column (:mod:`.columns`), never row by row.
+are built column by column (:mod:`.columns`), never row by row.  Where the compiled
+capture loop reads the capture (the Cython codec) and :mod:`.derive_c` is built, no
+Record is made per packet: the loop fills the packets columns and feeds the derived
+tables itself (:mod:`.columnar`); the tables are the same.
 
 For Spark, :func:`stage` packs a batch into one row of the
 :data:`~mqttwire.spark.schema.STAGED` schema (the batch as an Arrow IPC stream), and
@@ -26,7 +29,10 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from .._implementation import impl
 from ..capture import MqttStreams, Record, read_chain, read_with
+from ..capture import loop_c
+from ..capture.arrow import chain_files
 from ..capture.sets import FileChain
+from . import columnar
 from .columns import Source, arrays
 from .connection_shares import RETAIN_EVENTS, Share, ShareTables
 from .derive import CaptureTables, Row
@@ -177,9 +183,25 @@ def decode_capture(f: BinaryIO | FileChain, name: str, *, ports: Iterable[int] =
         files = f.files_of
     else:
         records = read_with(f, handler)
+    if columnar.AVAILABLE and isinstance(records, loop_c.FastReader):
+        # The compiled loop reads it: no Record per packet (mqttwire/spark/columnar.py).
+        return _columnar(records, name, stats, share if keep is not None else None,
+                         f if isinstance(f, FileChain) else None)
     if keep is None:
         return table_batches(records, CaptureTables(name), stats, files)
     return _share_batches(records, name, stats, files)
+
+
+def _columnar(reader: Any, name: str, stats: FileStats | None, share: Share | None,
+              chain: FileChain | None) -> Iterator[Batch]:
+    """decode_capture's batches through :mod:`.columnar`."""
+    tables = CaptureTables(name) if share is None else ShareTables(name)
+    yield from columnar.columnar_batches(
+        reader, tables, stats if stats is not None else FileStats(),
+        name if chain is None else chain_files(chain), BATCH_ROWS, _full_batches,
+        rows_batch, GC_THRESHOLD)
+    if share is not None:
+        yield from retain_event_batches(tables)  # type: ignore[arg-type]
 
 
 def _share_batches(records: Iterable[Record], name: str, stats: FileStats | None,

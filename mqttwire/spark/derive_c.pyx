@@ -21,15 +21,89 @@ tests/spark/test_derive.py runs its cases both ways.
 """
 
 from cpython.dict cimport PyDict_Copy, PyDict_GetItemWithError
-from cpython.list cimport PyList_Append
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.ref cimport Py_XDECREF, Py_XINCREF
+from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject
+from cpython.pycapsule cimport PyCapsule_New
 
 from .._cdefs cimport Py_False, Py_None, Py_True, object_slot_offset
 from .._cdefs cimport slot_get as _get, slot_put as _put
 
 cimport cython
 
-__all__ = ["CONN_SLOTS", "RECORD_SLOTS", "Deriver"]
+from ..capture.shared_slots import RECORD_FIELDS
+
+__all__ = ["CONN_SLOTS", "RECORD_SLOTS", "TAKE_CAPSULE", "Deriver"]
+
+#: The name of the capsule of :meth:`Deriver.capsule` (the compiled capture loop's
+#: loop_c.TAKE_CAPSULE).
+TAKE_CAPSULE = b"mqttwire.spark.derive_c.take"
+cdef const char* _TAKE_NAME = "mqttwire.spark.derive_c.take"
+
+# PacketColumns' row function (mqttwire.capture.loop_c.row_capsule): a messages row
+# written into Arrow columns from an array of its values, in the columns' order.
+ctypedef int (*_row_fn)(object columns, PyObject** v) except -1
+cdef const char* _ROW_NAME = "mqttwire.capture.loop_c.row"
+
+cdef extern from "Python.h":
+    void* PyCapsule_GetPointer(object capsule, const char* name) except? NULL
+
+#: The messages columns that a PUBLISH sets (CaptureTables._publish; the others are its
+#: connection's template's), then those that its PUBACK sets (CaptureTables._done).
+_PUBLISH_KEYS = ("direction", "ts", "frame", "stream_offset", "topic", "topic_from_alias",
+                 "qos", "retain", "dup", "packet_id", "payload_length", "payload",
+                 "status", "puback_ts", "ack_reason_code", "completed_ts", "latency_ms")
+cdef object _COMPLETE = "complete"
+cdef object _FAILED = "failed"
+cdef object _INCOMPLETE = "incomplete"
+
+# The templates' values by column (message_columns): a direct-mapped cache keyed by the
+# template dict (a strong reference, so that the values it points at stay alive; a
+# template is never changed once made: CaptureTables._identity makes a new one).
+ctypedef struct _Template:
+    PyObject* template
+    PyObject* values[64]
+
+cdef enum:
+    TEMPLATES = 64
+
+
+@cython.final
+@cython.no_gc  # holds no cycle (a template dict, ints, str, bytes): not for the collector
+cdef class _Held:
+    """A QoS 1 exchange that the compiled path took, pending its PUBACK: its PUBLISH's
+    values and its connection's messages template, instead of the row dict that
+    CaptureTables._publish makes.  Made that dict (:meth:`row`) before any Python code
+    may look at the connection's pending exchanges (Deriver._materialize)."""
+
+    cdef object template, direction, ts, frame, offset, topic, alias, qos, retain, dup
+    cdef object packet_id, payload_length, payload
+
+    cdef dict row(self):
+        cdef dict message = PyDict_Copy(self.template)
+        message["direction"] = self.direction
+        message["ts"] = self.ts
+        message["frame"] = self.frame
+        message["stream_offset"] = self.offset
+        message["topic"] = self.topic
+        message["topic_from_alias"] = self.alias
+        message["qos"] = self.qos
+        message["retain"] = self.retain
+        message["dup"] = self.dup
+        message["packet_id"] = self.packet_id
+        message["payload_length"] = self.payload_length
+        message["payload"] = self.payload
+        message["status"] = _INCOMPLETE
+        return message
+
+# A record's fields as an array of (borrowed) pointers, in RECORD_FIELDS order: as the
+# compiled capture loop holds them before it makes a Record, and as add_many reads them
+# out of a Record's slots.
+cdef enum:
+    MAX_FIELDS = 64
 
 #: The record fields read here (all of them slots of the record class).
 RECORD_SLOTS = ("kind", "ts", "frame", "connection_id", "direction", "length", "client_id",
@@ -69,23 +143,40 @@ cdef class Deriver:
 
     cdef type record_cls
     cdef type conn_cls
-    # record fields
+    # record fields: their indices in a fields array (RECORD_FIELDS order)
     cdef Py_ssize_t r_kind, r_ts, r_frame, r_conn, r_direction, r_length, r_client_id, r_version
     cdef Py_ssize_t r_source, r_ptype, r_qos, r_retain, r_dup, r_packet_id, r_topic
     cdef Py_ssize_t r_alias, r_offset, r_payload_length, r_payload, r_code
+    # where each of RECORD_SLOTS is: its index in a fields array, its record slot offset
+    cdef Py_ssize_t index[32]
+    cdef Py_ssize_t slot[32]
+    # messages columns (message_columns): where its rows go instead of dicts
+    cdef object mcols
+    cdef _row_fn mrow
+    cdef tuple mkeys
+    cdef Py_ssize_t nm
+    cdef Py_ssize_t m_at[17]  # the index of each of _PUBLISH_KEYS among mkeys
+    cdef _Template* templates
     # connection state
     cdef Py_ssize_t c_bytes_c2s, c_bytes_s2c, c_client_id, c_frame_c2s, c_frame_s2c
     cdef Py_ssize_t c_held, c_last_ts, c_message, c_older, c_packets_c2s, c_packets_s2c
     cdef Py_ssize_t c_pending, c_source, c_version
 
     def __init__(self, type record_cls, type conn_cls):
+        cdef Py_ssize_t i
         self.record_cls = record_cls
         self.conn_cls = conn_cls
+        if len(RECORD_FIELDS) > MAX_FIELDS or any(name not in RECORD_FIELDS
+                                                  for name in RECORD_SLOTS):
+            raise TypeError("RECORD_SLOTS are not among shared_slots.RECORD_FIELDS")
+        for i, name in enumerate(RECORD_SLOTS):
+            self.index[i] = RECORD_FIELDS.index(name)
+            self.slot[i] = _offset(record_cls, name)
         (self.r_kind, self.r_ts, self.r_frame, self.r_conn, self.r_direction, self.r_length,
          self.r_client_id, self.r_version, self.r_source, self.r_ptype, self.r_qos,
          self.r_retain, self.r_dup, self.r_packet_id, self.r_topic, self.r_alias,
          self.r_offset, self.r_payload_length, self.r_payload, self.r_code) = [
-            _offset(record_cls, name) for name in RECORD_SLOTS]
+            RECORD_FIELDS.index(name) for name in RECORD_SLOTS]
         (self.c_bytes_c2s, self.c_bytes_s2c, self.c_client_id, self.c_frame_c2s,
          self.c_frame_s2c, self.c_held, self.c_last_ts, self.c_message, self.c_older,
          self.c_packets_c2s, self.c_packets_s2c, self.c_pending, self.c_source,
@@ -99,18 +190,146 @@ cdef class Deriver:
         done here (module docstring)."""
         cdef dict conns = tables._conns
         cdef list messages = tables.messages
+        cdef PyObject* f[MAX_FIELDS]
+        cdef Py_ssize_t i
         add = tables.add
         for rec in records:
-            if type(rec) is not self.record_cls or not self._take(conns, messages, rec):
+            if type(rec) is not self.record_cls:
+                add(rec)
+                continue
+            for i in range(len(RECORD_SLOTS)):
+                f[self.index[i]] = _get(rec, self.slot[i])
+            if not self._take(conns, messages, f):
                 add(rec)
 
-    cdef bint _take(self, dict conns, list messages, object rec) except -1:
-        """Take ``rec`` if it is a common one (returns True), else change nothing and
-        return False."""
-        cdef PyObject* kind = _get(rec, self.r_kind)
+    def message_columns(self, columns, capsule, keys):
+        """Write the messages rows into ``columns`` (mqttwire.capture.loop_c.
+        PacketColumns, whose columns are ``keys`` in order; ``capsule``: loop_c.
+        row_capsule()) instead of leaving dicts in ``tables.messages``: a QoS 0 PUBLISH
+        taken here is written at once, without a dict; the rows of ``tables.messages``
+        (CaptureTables' own, and the exchanges completed here) are moved into the
+        columns before it, and by :meth:`drain`, so the order stays theirs."""
+        keys = tuple(keys)
+        if len(keys) > MAX_FIELDS or any(k not in keys for k in _PUBLISH_KEYS):
+            raise ValueError("not the messages columns")
+        self.mrow = <_row_fn>PyCapsule_GetPointer(capsule, _ROW_NAME)
+        self.mcols = columns
+        self.mkeys = keys
+        self.nm = len(keys)
+        for i, name in enumerate(_PUBLISH_KEYS):
+            self.m_at[i] = keys.index(name)
+        if self.templates == NULL:
+            self.templates = <_Template*>PyMem_Malloc(sizeof(_Template) * TEMPLATES)
+            if self.templates == NULL:
+                raise MemoryError()
+            memset(self.templates, 0, sizeof(_Template) * TEMPLATES)
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.templates != NULL:
+            for i in range(TEMPLATES):
+                Py_XDECREF(self.templates[i].template)
+            PyMem_Free(self.templates)
+
+    cdef PyObject** _template(self, dict template) except NULL:
+        """The values of ``template`` by column (the cache's entry)."""
+        cdef _Template* t = &self.templates[(<size_t><PyObject*>template >> 6) % TEMPLATES]
+        cdef Py_ssize_t i
+        if t.template != <PyObject*>template:
+            Py_XDECREF(t.template)
+            t.template = NULL
+            for i in range(self.nm):
+                t.values[i] = PyDict_GetItemWithError(
+                    template, <object>PyTuple_GET_ITEM(self.mkeys, i))
+                if t.values[i] == NULL:
+                    raise KeyError(self.mkeys[i])
+            Py_XINCREF(<PyObject*>template)
+            t.template = <PyObject*>template
+        return t.values
+
+    def materialize_all(self, tables):
+        """Make the pending exchanges held here rows dicts, in every connection (before
+        CaptureTables.finish)."""
+        for conn in tables._conns.values():
+            if type(conn) is self.conn_cls:
+                self._materialize_conn(conn)
+
+    cdef int _materialize(self, dict conns, PyObject** f) except -1:
+        """Before CaptureTables.add takes the record of fields ``f``: the pending
+        exchanges of its connection held here become the row dicts it expects."""
+        cdef PyObject* conn_id = f[self.r_conn]
+        cdef PyObject* found
+        if conn_id == NULL or conn_id == Py_None:
+            return 0
+        found = PyDict_GetItemWithError(conns, <object>conn_id)
+        if found != NULL and type(<object>found) is self.conn_cls:
+            self._materialize_conn(<object>found)
+        return 0
+
+    cdef int _materialize_conn(self, object conn) except -1:
+        pending = <object>_get(conn, self.c_pending)
+        if type(pending) is not dict:
+            return 0
+        for key, value in list((<dict>pending).items()):
+            if type(value) is _Held:
+                (<dict>pending)[key] = (<_Held>value).row()  # same key: same place
+        return 0
+
+    def drain(self, tables):
+        """Move the rows of ``tables.messages`` into the messages columns."""
+        if self.mcols is not None:
+            self._drain(tables.messages)
+
+    cdef int _drain(self, list messages) except -1:
+        cdef PyObject* v[MAX_FIELDS]
+        cdef Py_ssize_t i, j
+        for j in range(PyList_GET_SIZE(messages)):
+            row = <object>PyList_GET_ITEM(messages, j)
+            if type(row) is not dict:
+                raise TypeError("a messages row is a dict")
+            for i in range(self.nm):
+                v[i] = PyDict_GetItemWithError(row, <object>PyTuple_GET_ITEM(self.mkeys, i))
+                if v[i] == NULL:
+                    raise KeyError(self.mkeys[i])
+            self.mrow(self.mcols, v)
+        del messages[:]
+        return 0
+
+    cdef int _write_publish(self, dict template, PyObject** f, object direction, object ts,
+                            object qos, object frame) except -1:
+        """The messages row of a QoS 0 PUBLISH, into the columns: the template's values
+        with the PUBLISH's (as CaptureTables._publish makes the dict)."""
+        cdef PyObject* v[MAX_FIELDS]
+        memcpy(v, self._template(template), self.nm * sizeof(PyObject*))
+        v[self.m_at[0]] = <PyObject*>direction
+        v[self.m_at[1]] = <PyObject*>ts
+        v[self.m_at[2]] = <PyObject*>frame
+        v[self.m_at[3]] = f[self.r_offset]
+        v[self.m_at[4]] = f[self.r_topic]
+        v[self.m_at[5]] = f[self.r_alias]
+        v[self.m_at[6]] = <PyObject*>qos
+        v[self.m_at[7]] = f[self.r_retain]
+        v[self.m_at[8]] = f[self.r_dup]
+        v[self.m_at[9]] = f[self.r_packet_id]
+        v[self.m_at[10]] = f[self.r_payload_length]
+        v[self.m_at[11]] = f[self.r_payload]
+        self.mrow(self.mcols, v)
+        return 0
+
+    def capsule(self):
+        """The C function that takes one record's fields (an array of RECORD_FIELDS
+        pointers) as :meth:`add_many` takes a record: ``int take(deriver, tables,
+        PyObject** fields)``, 1 if taken, 0 if ``tables.add`` must take the record;
+        in a capsule named TAKE_CAPSULE, for the compiled capture loop."""
+        return PyCapsule_New(<void*>_take_fields, _TAKE_NAME, NULL)
+
+    cdef bint _take(self, dict conns, list messages, PyObject** f) except -1:
+        """Take the record of fields ``f`` if it is a common one (returns True), else
+        change nothing and return False."""
+        cdef PyObject* kind = f[self.r_kind]
         if not _is(kind, "packet"):
             return False
-        cdef PyObject* conn_id = _get(rec, self.r_conn)
+        cdef PyObject* conn_id = f[self.r_conn]
         if conn_id == NULL or conn_id == Py_None:
             return False
         cdef PyObject* found = PyDict_GetItemWithError(conns, <object>conn_id)
@@ -119,39 +338,39 @@ cdef class Deriver:
         conn = <object>found
         # The connection's identity as the last record left it: else CaptureTables.add
         # updates it (_identity).
-        if (_get(rec, self.r_client_id) != _get(conn, self.c_client_id)
-                or _get(rec, self.r_version) != _get(conn, self.c_version)
-                or _get(rec, self.r_source) != _get(conn, self.c_source)):
+        if (f[self.r_client_id] != _get(conn, self.c_client_id)
+                or f[self.r_version] != _get(conn, self.c_version)
+                or f[self.r_source] != _get(conn, self.c_source)):
             return False
-        cdef PyObject* ts = _get(rec, self.r_ts)
+        cdef PyObject* ts = f[self.r_ts]
         if ts == NULL or (ts != Py_None and _get(conn, self.c_last_ts) == Py_None):
             return False  # the connection's first time: its row's first_ts
-        cdef PyObject* direction = _get(rec, self.r_direction)
+        cdef PyObject* direction = f[self.r_direction]
         cdef bint c2s = _is(direction, "c2s")
         if not c2s and not _is(direction, "s2c"):
             return False
-        cdef PyObject* ptype = _get(rec, self.r_ptype)
+        cdef PyObject* ptype = f[self.r_ptype]
         cdef bint publish = _is(ptype, "PUBLISH")
         cdef PyObject* retain
         cdef PyObject* dup
         cdef PyObject* qos
         if publish:
-            qos = _get(rec, self.r_qos)
-            retain = _get(rec, self.r_retain)
-            dup = _get(rec, self.r_dup)
+            qos = f[self.r_qos]
+            retain = f[self.r_retain]
+            dup = f[self.r_dup]
             if qos == NULL or (qos != Py_None and type(<object>qos) is not int):
                 return False
             if (retain != Py_True and retain != Py_False) or (dup != Py_True and dup != Py_False):
                 return False
             if dup == Py_True and qos != Py_None and <object>qos:
                 return False  # perhaps a retransmission of a message in flight
-            if c2s and retain == Py_True and _get(rec, self.r_topic) != Py_None:
+            if c2s and retain == Py_True and f[self.r_topic] != Py_None:
                 return False  # the retained store
         elif not _is(ptype, "PUBACK"):
             return False
-        cdef PyObject* length = _get(rec, self.r_length)
-        cdef PyObject* frame = _get(rec, self.r_frame)
-        if length == NULL or frame == NULL or not self._fields_put(rec, publish):
+        cdef PyObject* length = f[self.r_length]
+        cdef PyObject* frame = f[self.r_frame]
+        if length == NULL or frame == NULL or not self._fields_put(f, publish):
             return False
         if (type(<object>_get(conn, self.c_pending)) is not dict
                 or type(<object>_get(conn, self.c_message)) is not dict
@@ -166,20 +385,25 @@ cdef class Deriver:
         cdef object message = None
         if publish:
             if qos != Py_None and <object>qos:
-                key = (<object>direction, <object>_get(rec, self.r_packet_id))
+                key = (<object>direction, <object>f[self.r_packet_id])
                 if key in pending:
                     return False  # a packet id reused while pending (CaptureTables._supersede)
         else:
             # A PUBACK that completes the pending QoS 1 exchange of its packet id, with
             # no superseded exchange of that id it could answer; else CaptureTables._ack.
-            key = ("s2c" if c2s else "c2s", <object>_get(rec, self.r_packet_id))
+            key = ("s2c" if c2s else "c2s", <object>f[self.r_packet_id])
             older = <dict>_get(conn, self.c_older)
             if older and key in older:
                 return False
             message = pending.get(key)
-            if message is None or message["qos"] != 1:
+            if message is None:
                 return False
-            first = message["frame"]
+            if type(message) is _Held:
+                first = (<_Held>message).frame  # a QoS 1 exchange
+            elif message["qos"] != 1:
+                return False
+            else:
+                first = message["frame"]
             if frame != Py_None and first is not None and first > <object>frame:
                 return False  # a later exchange under the same packet id
         # -- taken: from here on, as CaptureTables.add does ------------------------------
@@ -194,44 +418,67 @@ cdef class Deriver:
             _put(conn, self.c_packets_s2c, <object>_get(conn, self.c_packets_s2c) + 1)
             _put(conn, self.c_bytes_s2c, <object>_get(conn, self.c_bytes_s2c) + size)
         if publish:
-            self._publish(<dict>_get(conn, self.c_message), pending, messages, rec, key,
+            self._publish(<dict>_get(conn, self.c_message), pending, messages, f, key,
                           <object>direction, <object>ts, <object>qos, <object>frame)
         else:
-            self._puback(pending, messages, rec, key, message, <object>ts)
+            self._puback(pending, messages, f, key, message, <object>ts)
         return True
 
-    cdef bint _fields_put(self, object rec, bint publish) noexcept:
+    cdef bint _fields_put(self, PyObject** f, bint publish) noexcept:
         """Whether every other field read below holds a value (a slot can be unset)."""
-        if _get(rec, self.r_packet_id) == NULL:
+        if f[self.r_packet_id] == NULL:
             return False
         if publish:
-            return (_get(rec, self.r_topic) != NULL and _get(rec, self.r_alias) != NULL
-                    and _get(rec, self.r_offset) != NULL
-                    and _get(rec, self.r_payload_length) != NULL
-                    and _get(rec, self.r_payload) != NULL)
-        return _get(rec, self.r_code) != NULL
+            return (f[self.r_topic] != NULL and f[self.r_alias] != NULL
+                    and f[self.r_offset] != NULL
+                    and f[self.r_payload_length] != NULL
+                    and f[self.r_payload] != NULL)
+        return f[self.r_code] != NULL
 
-    cdef int _publish(self, dict template, dict pending, list messages, object rec,
+    cdef int _publish(self, dict template, dict pending, list messages, PyObject** f,
                       object key, object direction, object ts, object qos,
                       object frame) except -1:
         """CaptureTables._publish of a PUBLISH that is not a retransmission and leaves
         the retained store alone."""
         if qos is None or not qos:
             qos = 0
-        cdef dict message = PyDict_Copy(template)
+        cdef dict message
+        cdef _Held held
+        if not qos and self.mcols is not None:
+            if PyList_GET_SIZE(messages):
+                self._drain(messages)
+            return self._write_publish(template, f, direction, ts, qos, frame)
+        if self.mcols is not None and type(qos) is int and qos == 1:
+            held = _Held.__new__(_Held)
+            held.template = template
+            held.direction = direction
+            held.ts = ts
+            held.frame = frame
+            held.offset = <object>f[self.r_offset]
+            held.topic = <object>f[self.r_topic]
+            held.alias = <object>f[self.r_alias]
+            held.qos = qos
+            held.retain = <object>f[self.r_retain]
+            held.dup = <object>f[self.r_dup]
+            held.packet_id = <object>f[self.r_packet_id]
+            held.payload_length = <object>f[self.r_payload_length]
+            held.payload = <object>f[self.r_payload]
+            pending[key] = held  # not pending before: checked by _take
+            return 0
+        message = PyDict_Copy(template)
         message["direction"] = direction
         message["ts"] = ts
         message["frame"] = frame
-        message["stream_offset"] = <object>_get(rec, self.r_offset)
-        message["topic"] = <object>_get(rec, self.r_topic)
-        message["topic_from_alias"] = <object>_get(rec, self.r_alias)
+        message["stream_offset"] = <object>f[self.r_offset]
+        message["topic"] = <object>f[self.r_topic]
+        message["topic_from_alias"] = <object>f[self.r_alias]
         message["qos"] = qos
-        message["retain"] = <object>_get(rec, self.r_retain)
-        message["dup"] = <object>_get(rec, self.r_dup)
-        packet_id = <object>_get(rec, self.r_packet_id)
+        message["retain"] = <object>f[self.r_retain]
+        message["dup"] = <object>f[self.r_dup]
+        packet_id = <object>f[self.r_packet_id]
         message["packet_id"] = packet_id
-        message["payload_length"] = <object>_get(rec, self.r_payload_length)
-        message["payload"] = <object>_get(rec, self.r_payload)
+        message["payload_length"] = <object>f[self.r_payload_length]
+        message["payload"] = <object>f[self.r_payload]
         if not qos:
             PyList_Append(messages, message)
             return 0
@@ -239,13 +486,49 @@ cdef class Deriver:
         pending[key] = message  # not pending before: checked by _take
         return 0
 
-    cdef int _puback(self, dict pending, list messages, object rec, object key,
-                     dict message, object ts) except -1:
+    cdef int _complete(self, dict pending, list messages, PyObject** f, object key,
+                       _Held held, object ts) except -1:
+        """CaptureTables._ack and _done of a PUBACK that completes ``held``: its row,
+        written into the messages columns."""
+        cdef PyObject* v[MAX_FIELDS]
+        del pending[key]
+        code = <object>f[self.r_code]
+        status = _FAILED if code is not None and code >= REJECTED else _COMPLETE
+        latency = None
+        if ts is not None and held.ts is not None:
+            latency = (ts - held.ts) / 1e6
+        if PyList_GET_SIZE(messages):
+            self._drain(messages)
+        memcpy(v, self._template(held.template), self.nm * sizeof(PyObject*))
+        v[self.m_at[0]] = <PyObject*>held.direction
+        v[self.m_at[1]] = <PyObject*>held.ts
+        v[self.m_at[2]] = <PyObject*>held.frame
+        v[self.m_at[3]] = <PyObject*>held.offset
+        v[self.m_at[4]] = <PyObject*>held.topic
+        v[self.m_at[5]] = <PyObject*>held.alias
+        v[self.m_at[6]] = <PyObject*>held.qos
+        v[self.m_at[7]] = <PyObject*>held.retain
+        v[self.m_at[8]] = <PyObject*>held.dup
+        v[self.m_at[9]] = <PyObject*>held.packet_id
+        v[self.m_at[10]] = <PyObject*>held.payload_length
+        v[self.m_at[11]] = <PyObject*>held.payload
+        v[self.m_at[12]] = <PyObject*>status
+        v[self.m_at[13]] = <PyObject*>ts
+        v[self.m_at[14]] = <PyObject*>code
+        v[self.m_at[15]] = <PyObject*>ts
+        v[self.m_at[16]] = <PyObject*>latency
+        self.mrow(self.mcols, v)
+        return 0
+
+    cdef int _puback(self, dict pending, list messages, PyObject** f, object key,
+                     object message, object ts) except -1:
         """CaptureTables._ack and _done of a PUBACK that completes ``message``, the
         pending exchange of ``key`` (checked by _take)."""
+        if type(message) is _Held:
+            return self._complete(pending, messages, f, key, <_Held>message, ts)
         del pending[key]
         message["puback_ts"] = ts
-        code = <object>_get(rec, self.r_code)
+        code = <object>f[self.r_code]
         message["ack_reason_code"] = code
         message["status"] = ("failed" if code is not None and code >= REJECTED
                              else "complete")
@@ -254,3 +537,16 @@ cdef class Deriver:
             message["latency_ms"] = (ts - message["ts"]) / 1e6
         PyList_Append(messages, message)
         return 0
+
+
+cdef int _take_fields(object deriver, object tables, PyObject** f) except -1:
+    """Deriver.capsule's function: Deriver._take on the fields ``f``; a record it does not
+    take goes to CaptureTables.add, which must find its connection's pending exchanges
+    as dicts."""
+    cdef Deriver d = <Deriver>deriver
+    cdef dict conns = tables._conns
+    if d._take(conns, tables.messages, f):
+        return 1
+    if d.mcols is not None:
+        d._materialize(conns, f)
+    return 0

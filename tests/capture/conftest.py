@@ -12,6 +12,9 @@ from typing import BinaryIO
 import pytest
 from loop_checks import (
     assert_same_records,
+    check_columnar,
+    check_decoded,
+    columnar_packets_table,
     fast_expected,
     reference_chain_records,
     reference_records,
@@ -21,7 +24,7 @@ from loop_checks import (
 )
 
 import mqttwire.capture as capture
-from mqttwire.capture import Record
+from mqttwire.capture import MqttStreams, Record
 from mqttwire.capture.sets import FileChain
 
 
@@ -45,7 +48,16 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
         chosen.append(fast)
         records = list(loop)
         if fast:
-            assert_same_records(records, reference_records(raw, *args))
+            reference = reference_records(raw, *args)
+            assert_same_records(records, reference)
+            # The same reading into Arrow columns, without Records (FastReader.fill).
+            handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
+                                  version=version, max_pending=max_pending,
+                                  stream_ends=stream_ends)
+            check_columnar(lambda: columnar_packets_table(
+                capture.loop_c.FastReader(io.BytesIO(raw), handler), handler), reference)
+            # And a decoding task's five tables, with the derived ones (decode_capture).
+            check_decoded(raw, None, name, ports, payload_limit, version)
         return iter(records)
 
     select_chain = capture._read_chain
@@ -70,7 +82,17 @@ def _both_capture_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]
         chosen.append(fast)
         records = list(loop)
         if fast:
-            assert_same_records(records, reference_chain_records(_bytes_chain(raws), *args))
+            reference = reference_chain_records(_bytes_chain(raws), *args)
+            assert_same_records(records, reference)
+            handler = MqttStreams(name, ports=ports, codec=codec, payload_limit=payload_limit,
+                                  version=version, max_pending=max_pending,
+                                  stream_ends=stream_ends)
+            chain_used = _bytes_chain(raws)
+            check_columnar(lambda: columnar_packets_table(
+                capture.loop_c.FastReader(None, handler, chain_used), handler, chain_used),
+                reference, lambda r: used.file_of(r.frame))
+            check_decoded(None, lambda: _bytes_chain(raws), name, ports, payload_limit,
+                          version)
         # The caller's chain, for file_of: the files as the loop opened them.
         chain.starts[:], chain.names[:] = used.starts, used.names
         return iter(records)

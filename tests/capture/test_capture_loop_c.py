@@ -23,9 +23,18 @@ import pytest
 from capture_helpers import T0, conversation, encode_all, segments_for, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loop_checks import assert_same_records, cython_codec, fast_expected, reference_records
+from loop_checks import (
+    assert_same_records,
+    check_columnar,
+    check_decoded,
+    columnar_packets_table,
+    cython_codec,
+    fast_expected,
+    reference_records,
+)
 
 from mqttwire.capture import MqttStreams, loop_c, read_capture
+from mqttwire.spark.connection_shares import Share
 from mqttwire.capture.link import (
     LINKTYPE_ETHERNET,
     LINKTYPE_IPV4,
@@ -50,7 +59,12 @@ def _compare(raw: bytes, **kw: Any) -> list[Any]:
     args.update(kw)
     handler = _fast_handler(**args)
     fast = list(loop_c.FastReader(io.BytesIO(raw), handler))
-    assert_same_records(fast, reference_records(raw, **args))
+    reference = reference_records(raw, **args)
+    assert_same_records(fast, reference)
+    # The same reading into Arrow columns (FastReader.fill), without Records.
+    handler = _fast_handler(**args)
+    check_columnar(lambda: columnar_packets_table(loop_c.FastReader(io.BytesIO(raw), handler),
+                                                  handler), reference)
     return fast
 
 
@@ -197,6 +211,9 @@ def captures(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
 def test_hypothesis_captures_differential(capture: tuple[bytes, dict[str, Any]]) -> None:
     raw, options = capture
     _compare(raw, **options)
+    # A decoding task's five tables through the columnar path, against the reference.
+    check_decoded(raw, None, "t.pcapng", [1883], options["payload_limit"],
+                  options["version"])
 
 
 @pytest.mark.c_extension
@@ -219,6 +236,9 @@ def test_hypothesis_captures_keeping_some_connections(capture: tuple[bytes, dict
 
     assert_same_records(_compare(raw, keep=keep, unconnected=unconnected, **options),
                         _kept(_compare(raw, **options), keep, unconnected))
+    if unconnected == (index == 0):  # as a pipeline task keeps them
+        check_decoded(raw, None, "t.pcapng", [1883], options["payload_limit"],
+                      options["version"], Share(index, count))
 
 
 @pytest.mark.c_extension

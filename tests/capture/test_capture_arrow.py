@@ -1,0 +1,74 @@
+"""mqttwire.capture.arrow.packets_table: one capture's packets table as a pyarrow.Table,
+with either codec (the compiled loop's columns, or Records the reference way)."""
+
+from __future__ import annotations
+
+import io
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]  # the spark extra's; no stubs
+import pytest
+from capture_helpers import T0, conversation, encode_all, segments_for, write
+from loop_checks import reference_packets_table
+
+from mqttwire.capture import read_capture
+from mqttwire.capture.arrow import BATCH_ROWS, packets_table
+from mqttwire.capture.synth import Frame, TcpFlow
+
+
+def _capture(codec: ModuleType, publishes: int = 0) -> bytes:
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 1883))
+    conv = conversation(codec, 5, "arrow-client")
+    sent = encode_all(conv, 5)
+    segs = flow.open() + segments_for(flow, sent)
+    if publishes:
+        extra = encode_all([(0, codec.Publish(f"t/{i % 7}", b"x" * (i % 13), qos=0))
+                            for i in range(publishes)], 5)
+        segs += segments_for(flow, extra, sizes=[300])
+    segs += flow.close()
+    return write([Frame(T0 + i * 1000, flow.ip(s)) for i, s in enumerate(segs)])
+
+
+def test_the_table_of_a_known_capture(codec: ModuleType) -> None:
+    """Checked against what the capture was written to hold, not against the code."""
+    raw = _capture(codec, publishes=20)
+    table = packets_table(io.BytesIO(raw), name="k.pcapng", codec=codec, payload_limit=4)
+    assert isinstance(table, pa.Table)
+    sent = encode_all(conversation(codec, 5, "arrow-client"), 5)
+    assert table.num_rows == len(sent) + 20
+    assert table["packet_type"].to_pylist()[0] == "CONNECT"
+    tail = table.slice(len(sent))
+    assert tail["topic"].to_pylist() == [f"t/{i % 7}" for i in range(20)]
+    assert tail["payload_length"].to_pylist() == [i % 13 for i in range(20)]
+    assert tail["payload"].to_pylist() == [b"x" * min(4, i % 13) for i in range(20)]
+    assert set(table["capture"].to_pylist()) == {"k.pcapng"}
+    assert set(table["file"].to_pylist()) == {"k.pcapng"}
+    assert set(table["client_id"].to_pylist()) == {"arrow-client"}
+    assert set(table["protocol_version"].to_pylist()) == {5}
+    assert table["ts_ns"][0].as_py() >= T0
+    assert table["ts"][0].value == table["ts_ns"][0].as_py() // 1000
+    assert table.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+
+
+@pytest.mark.parametrize("publishes", [0, BATCH_ROWS + 3])
+def test_equal_to_the_records_table(codec: ModuleType, publishes: int, tmp_path: Any) -> None:
+    """The table of a path equals the one built the reference way from read_capture's
+    records (of the pure loop, whatever the codec: tests/capture/conftest.py), over
+    more than one batch."""
+    path = tmp_path / "e.pcapng"
+    path.write_bytes(_capture(codec, publishes))
+    table = packets_table(str(path), codec=codec, payload_limit=100)
+    records = list(read_capture(str(path), codec=codec, payload_limit=100))
+    expected = reference_packets_table(records)
+    assert table.num_rows == len(records)
+    assert table.equals(expected)
+
+
+def test_a_damaged_capture_ends_with_its_error_row(codec: ModuleType) -> None:
+    raw = _capture(codec, publishes=5)
+    table = packets_table(io.BytesIO(raw[:-7]), name="d.pcapng", codec=codec)
+    kinds = table["kind"].to_pylist()
+    assert kinds[-1] == "capture_error"
+    assert table["error"][-1].as_py()
+    assert kinds.count("packet") == len(kinds) - 1
