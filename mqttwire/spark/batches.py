@@ -28,8 +28,7 @@ from typing import Any, BinaryIO, NamedTuple
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
 from .._implementation import impl
-from ..capture import MqttStreams, Record, read_chain, read_with
-from ..capture import loop_c
+from ..capture import MqttStreams, Record, loop_c, read_chain, read_with
 from ..capture.arrow import chain_files
 from ..capture.sets import FileChain
 from . import columnar

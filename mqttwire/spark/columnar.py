@@ -18,7 +18,8 @@ over, errors, gaps, stream ends, WebSocket connections) are taken as they are:
 :func:`mqttwire.spark.batches.decode_capture` takes this path where the compiled loop
 reads the capture and :mod:`.derive_c` is built; the batches are those of
 :func:`~mqttwire.spark.batches.table_batches` over the same records, cut at other rows
-(tests/spark/test_columnar.py and tests/capture/conftest.py compare the tables).
+(tests/capture/test_capture_columnar.py and tests/capture/conftest.py compare the
+tables).
 """
 
 from __future__ import annotations

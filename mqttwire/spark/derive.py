@@ -23,7 +23,7 @@ from typing import Any
 from ..capture import Record
 
 try:
-    from . import derive_c
+    from . import derive_c as derive_c  # also columnar.py's, where it is built
 except ImportError:  # the pure-Python wheel, or a build without the extension
     derive_c = None  # type: ignore[assignment]
 

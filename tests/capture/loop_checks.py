@@ -90,10 +90,11 @@ def reference_packets_table(records: list[Record], files: Callable[[Record], str
     each column a list of the records' values, through ``pa.array``
     (mqttwire.spark.columns.reference_array); ``files``: each record's file (else its
     capture's name)."""
+    import pyarrow as pa
+
     from mqttwire.spark.batches import properties_json
     from mqttwire.spark.columns import reference_array
     from mqttwire.spark.schema import PACKETS
-    import pyarrow as pa
 
     rows = [r for r in records if r.kind != "end"]
     columns = []

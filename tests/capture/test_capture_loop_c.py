@@ -34,7 +34,6 @@ from loop_checks import (
 )
 
 from mqttwire.capture import MqttStreams, loop_c, read_capture
-from mqttwire.spark.connection_shares import Share
 from mqttwire.capture.link import (
     LINKTYPE_ETHERNET,
     LINKTYPE_IPV4,
@@ -47,6 +46,7 @@ from mqttwire.capture.link import (
 )
 from mqttwire.capture.pcap import CHUNK
 from mqttwire.capture.synth import Frame, Segment, TcpFlow, ipv4_fragments, ipv4_packet
+from mqttwire.spark.connection_shares import Share
 
 REPO = Path(__file__).resolve().parents[2]
 
