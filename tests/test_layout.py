@@ -113,3 +113,15 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
                 elif nxt not in path and nxt > start:  # each cycle once, from its least
                     stack.append((nxt, path + [nxt]))
     assert cycles == []
+
+
+#: A date, or the tool of a one-off timing: what a lab note has and the code does not need.
+LAB_NOTE = re.compile(r"\b20\d\d-\d\d-\d\d\b|\btimeit\b")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_sources_hold_no_dated_measurement(path: Path) -> None:
+    """Measurements live in benchmarks/ (their history in benchmarks/history/); a
+    comment may point there, never hold the date or the timing."""
+    found = [m.group(0) for m in LAB_NOTE.finditer(path.read_text())]
+    assert found == [], f"{path.relative_to(ROOT)}: {found}"

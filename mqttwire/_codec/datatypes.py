@@ -80,9 +80,9 @@ def read_varint(
 
     The fixed header's Remaining Length is read by ``_codec.framing`` instead.  This keeps its own
     loop, on purpose: the pure property reader calls it for the block length and for every
-    property identifier, and built on ``_codec.framing.frame_header`` it measured 182 ns a call
-    against 120 ns (timeit, CPython 3.11, 2026-11-25); ``_speedups``' property reader keeps
-    its own loop for the same reason (``_read_varint``)."""
+    property identifier, and built on ``_codec.framing.frame_header`` it was slower
+    (benchmarks/history/codec.md, "Measurements once in the sources"); ``_speedups``'
+    property reader keeps its own loop for the same reason (``_read_varint``)."""
     value = 0
     shift = 0
     start = pos

@@ -43,9 +43,9 @@ __all__ = ["FIRST_BYTE_DECODERS", "decode", "decode_from"]
 # or two bytes (every packet under 16 KiB; _codec.framing.read_header() is the general form,
 # which they fall back to for longer lengths and for every error), then call the body
 # decoder straight from the FIRST_BYTE_DECODERS table.  This inline copy is deliberate:
-# the call to read_header() alone measured 197 ns on a small QoS 0 PUBLISH and 274 ns on
-# a 1 KiB QoS 1 one, against 509 and 728 ns for the whole decode() with the header inline
-# (timeit, CPython 3.11, 2026-11-25).  The decoders build packets with
+# the call to read_header() alone cost about two fifths of the whole decode() with the
+# header inline (benchmarks/history/codec.md, "Measurements once in the sources").  The
+# decoders build packets with
 # object.__new__ and slot assignment: they have validated every field, so __init__ has
 # nothing to add.
 

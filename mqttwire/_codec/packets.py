@@ -186,7 +186,8 @@ class Publish(_PacketBase):
 def _ack_encode(ptype: int) -> Callable[..., bytes]:
     """The encode() method of the acknowledgement class of type ``ptype``: each class
     gets its own, so that its first byte is a closure variable rather than a class
-    attribute looked up on every call (issue 5: this is a 250 ns operation)."""
+    attribute looked up on every call (issue 5: an operation short enough for that lookup
+    to count; benchmarks/history/codec.md, "Measurements once in the sources")."""
     head = ACK_FIRST_BYTE[ptype] << 8 | 2  # first byte, Remaining Length 2
 
     def encode(self: _Ack, version: int = 5) -> bytes:

@@ -1058,7 +1058,7 @@ cdef class FastReader:
 
 # ---------------------------------------------------------------------------------------
 # A split capture's range as a pcapng section per connection (sections.py; the pure
-# twin: loop._sections_pure)
+# twin: sections.sections_pure)
 
 
 cdef inline void _le32(uint8_t* p, uint32_t v) noexcept:
@@ -1121,7 +1121,7 @@ cdef class _Packed:
 cdef class SectionPacker:
     """The compiled loop of :func:`mqttwire.capture.sections.range_sections`: the frames
     of one range, fed as the file's bytes (:meth:`feed`), gathered by connection as
-    ``loop._sections_pure`` gathers read_range's frames.  It reads classic pcap records
+    ``sections.sections_pure`` gathers read_range's frames.  It reads classic pcap records
     (``ng`` false: the file's byte order, time resolution and link type) or plain
     Enhanced Packet Blocks (``ng``: the section's byte order and ``interfaces``, the
     pcap.py interfaces after the head); anything else makes :meth:`feed` return -1, and

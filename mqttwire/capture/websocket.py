@@ -44,14 +44,11 @@ on TCP, mostly into error records (a frame's bytes may happen to frame as a pack
 Why no library parses the frames.  wsproto's ``FrameDecoder`` is the sans-I/O frame
 parser that fits (the ``websockets`` package's ``Frame.parse`` is a generator that reads
 a whole frame before it returns, so a large frame's MQTT bytes could not be passed on as
-its segments arrive).  On 20,000 masked 60-byte frames in 1460-byte segments it took
-6.9 us a frame (9.5 MB/s), where this parser, which does only what a capture needs (no
-UTF-8 checks, no message assembly, payloads passed on as they arrive), takes 2.3 us
-(28.9 MB/s); on 600-byte frames 9.9 us against 5.0 us (best of three, one machine).  And
-it keeps each frame's header position to itself, which ``stream_offset`` needs.  For
-scale, a whole read of 60-byte PUBLISHes one to a segment took 11.7 us a packet over
-WebSocket (pure-Python loop; the compiled loop hands these connections to it) against
-2.2 us on plain TCP (compiled loop).  Unmasking is one XOR of two integers.
+its segments arrive).  It took two to three times as long a frame as this parser, which
+does only what a capture needs (no UTF-8 checks, no message assembly, payloads passed on
+as they arrive: benchmarks/history/capture.md, "Measurements once in the sources").  And
+this one keeps each frame's header position to itself, which ``stream_offset`` needs.
+Unmasking is one XOR of two integers.
 """
 
 from __future__ import annotations

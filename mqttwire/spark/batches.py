@@ -222,8 +222,8 @@ def retain_event_batches(tables: ShareTables) -> Iterator[Batch]:
 #: The cyclic garbage collector's first threshold while a capture decodes (CPython's
 #: default: 700).  The decoding makes millions of short-lived objects that hold no cycles
 #: (records, rows, packets), and tens of thousands live at once (a batch's worth); with
-#: the default, the collector scans them every 700 allocations: decode_capture over
-#: make_capture.py's 200 MB took 13.7 s of CPU so, 10.3 s with this (benchmarks/history/capture.md).
+#: the default, the collector scans them every 700 allocations, a quarter of the
+#: decoding's CPU (benchmarks/history/capture.md).
 #: The collector still runs, less often.
 GC_THRESHOLD = 100_000
 
