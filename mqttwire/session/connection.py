@@ -81,8 +81,6 @@ class Outgoing:
                 f"{linger})")
 
 
-
-
 class ServerConnection(Handshake):
     """One client's network connection, from the server's side.
 
@@ -211,7 +209,7 @@ class ServerConnection(Handshake):
     def set_unwritten(self, nbytes: int, now: float) -> list[Event]:
         """The glue's report: of the bytes it took (``data_to_send``/``Broker.outgoing``),
         ``nbytes`` are still waiting in its transport (asyncio:
-        ``transport.get_write_bufferqueued_size()``).  Call it after each write and when the
+        ``transport.get_write_buffer_size()``).  Call it after each write and when the
         transport drains (asyncio's ``resume_writing``).  From the first call on, taken
         bytes count as unwritten until reported written; a glue that never calls it is
         taken to write everything at once.  Queued QoS 1/2 deliveries go out if there

@@ -62,8 +62,6 @@ class AuthExchange:
     state: Any = None
 
 
-
-
 class Handshake:
     """The CONNECT and AUTH handshake of a :class:`~.connection.ServerConnection` (its
     base class): CONNECT checked and answered with CONNACK, the authentication hook and
@@ -221,7 +219,7 @@ class Handshake:
             principal = self.principal
             assert principal is not None and self.client_id is not None
             exchange = self._exchange = AuthExchange(None, self.client_id, None,
-                                                  principal.username)
+                                                     principal.username)
             reauth = True
         else:
             # §3.15.2.1: 0x00 Success is the Server's to send.

@@ -34,8 +34,6 @@ class Delivery:
     subscription_ids: list[int] = field(default_factory=list)
 
 
-
-
 @dataclass(eq=False, slots=True)
 class InFlight:
     delivery: Delivery

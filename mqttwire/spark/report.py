@@ -201,7 +201,7 @@ def write_summary(figures: Aggregates, counts: dict[str, int], directory: str, *
         are = "is not a capture" if len(skipped) == 1 else "are not captures"
         parts += [f"{count(len(skipped), 'file')} in the input folders {are} (by their "
                   "first bytes) and were skipped" + (f"; the first {len(shown)}:" if more
-                                                      else ":"), "",
+                                                     else ":"), "",
                   markdown_table(["file", "why"], shown), ""]
     if sets or notes:
         # Files that are pieces of one capture (mqttwire.capture.sets).

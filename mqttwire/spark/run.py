@@ -65,7 +65,6 @@ __all__ = ["IMPORTS_AHEAD", "QUICK_JIT", "PipelineOptions", "PipelineResult",
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
-
 @dataclass
 class PipelineOptions:
     """What ``mqttwire pipeline`` was asked to do (see the CLI's help for each)."""
@@ -209,7 +208,7 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     if options.master is not None and options.remote is not None:
         raise ValueError("give a master or a Spark Connect server (remote), not both")
     check_reading(options.reader, options.split_for("local"), options.share_size,
-                   options.group)  # before Spark
+                  options.group)  # before Spark
     out = out or sys.stdout
     own_session = spark is None
     archive = None

@@ -2,8 +2,8 @@
 Arrow batches, and what it returns.
 
 A task of the streaming reader gets its :class:`~.plan.Task` list (files, or shares of
-a file: :mod:`.connection_shares`; a set of files: :mod:`.set_files`) and opens each by path;
-a task of Spark's ``binaryFile`` source gets each file's content.  Either decodes each
+a file: :mod:`.connection_shares`; a set of files: :mod:`.set_files`) and opens each by
+path; a task of Spark's ``binaryFile`` source gets each file's content.  Either decodes each
 capture with :func:`~.batches.decode_capture` (any failure to read one becomes its error
 row) and returns its batches as :class:`Out` says: *staged* rows for Spark
 (:func:`~.batches.stage`), or the WRITTEN rows of the Parquet files it wrote itself
@@ -80,7 +80,8 @@ _COUNTER_NAMES = tuple(f.name for f in fields(Counters))
 
 class TaskTotals(Counters):
     """A task's running totals; with ``progress`` (a directory the driver reads), each
-    capture's end is written there too, as this task's file (:func:`~.progress.progress_of`)."""
+    capture's end is written there too, as this task's file
+    (:func:`~.progress.progress_of`)."""
 
     def __init__(self, progress: str | None = None) -> None:
         super().__init__()
@@ -99,14 +100,12 @@ class TaskTotals(Counters):
             os.replace(path + ".part", path + ".json")
 
 
-
-
 def file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
-               totals: TaskTotals, share: Share | None = None, files: int = 1
-               ) -> Iterator[Batch]:
-    """Decode one capture file (``share`` of its connections: .connection_shares) into its tables'
-    batches; any failure to read it becomes its error row.  (A set of ``files`` files:
-    ``opener`` gives their FileChain.)"""
+              totals: TaskTotals, share: Share | None = None, files: int = 1
+              ) -> Iterator[Batch]:
+    """Decode one capture file (``share`` of its connections: .connection_shares) into
+    its tables' batches; any failure to read it becomes its error row.  (A set of
+    ``files`` files: ``opener`` gives their FileChain.)"""
     from .batches import FileStats, capture_error_batches, decode_capture
 
     stats = FileStats()
@@ -122,7 +121,7 @@ def file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
         if first:
             stats.errors += 1
             yield from capture_error_batches(name, f"cannot read the file: "
-                                                   f"{exc.strerror or exc}", opened=opened)
+                                             f"{exc.strerror or exc}", opened=opened)
     # A decoder bug must not cost the other files their results: it is reported as this
     # file's error row, with what to do about it.
     except Exception as exc:
@@ -168,7 +167,7 @@ def staged_report(totals: Counters) -> pa.RecordBatch:
     from .schema import STAGED
 
     return pa.RecordBatch.from_arrays([pa.array([STATS]), pa.array([totals.json().encode()],
-                                                                    pa.binary())],
+                                                                   pa.binary())],
                                       schema=STAGED)
 
 
@@ -239,7 +238,7 @@ def binary_task(names: dict[str, str], how: Decoding, out: Out) -> ArrowMap:
                     content = contents[i].as_buffer()
                     name = names.get(uri) or uri.rsplit("/", 1)[-1]
                     yield from file_task(name, partial(pa.BufferReader, content),
-                                          content.size, how, totals)
+                                         content.size, how, totals)
 
         yield from out.write(tables())
         yield out.report(totals)

@@ -642,7 +642,7 @@ def mutate(data: st.DataObject, stream: bytes) -> tuple[bytes, bytes]:
 @SETTINGS
 @given(data=st.data())
 def test_server_exchange_never_raises_on_peer_input(codec: ModuleType,
-                                                     data: st.DataObject) -> None:
+                                                    data: st.DataObject) -> None:
     broker = Broker(BrokerConfig(authenticate=tolerant, authentication_methods={"REVERSE"}),
                     codec=codec)
     fake = client(broker, codec)
@@ -667,7 +667,7 @@ def test_server_exchange_never_raises_on_peer_input(codec: ModuleType,
 @SETTINGS
 @given(data=st.data())
 def test_client_exchange_never_raises_on_peer_input(codec: ModuleType,
-                                                     data: st.DataObject) -> None:
+                                                    data: st.DataObject) -> None:
     session = ClientSession("c", authenticator=TolerantReverse(), codec=codec)
     server = FakeServer(session, codec)
     session.connect(0.0)

@@ -124,7 +124,7 @@ def test_dissect_says_which_connections_are_websocket(
 
 
 def test_dissect_fails_on_a_file_that_is_no_capture(capsys: pytest.CaptureFixture[str],
-                                                     tmp_path: Path) -> None:
+                                                    tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("These are notes, not a capture.\n")
     assert main(["dissect", str(notes)]) == 1
@@ -180,7 +180,7 @@ def test_pipeline_needs_out() -> None:
 
 @pytest.mark.spark  # main() checks that pyspark is installed before it runs the pipeline
 def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
-                                            tmp_path: Path) -> None:
+                                             tmp_path: Path) -> None:
     from mqttwire.spark import PipelineOptions
 
     monkeypatch.setattr("mqttwire.spark.find_java", lambda: "/usr/bin/java")

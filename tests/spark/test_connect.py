@@ -130,7 +130,7 @@ def connect(connect_url: str) -> Iterator[Any]:
 
 
 def test_read_tables_on_connect_equals_the_classic_session(connect: Any, captures,
-                                                            local_run) -> None:
+                                                           local_run) -> None:
     """The same read_tables calls as the classic local run's (tests/spark/conftest.py),
     on a Connect session: every table row for row.  The inputs: three captures, a file
     that is no capture, a path that does not exist; then those, the mixed capture in

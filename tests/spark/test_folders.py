@@ -145,7 +145,7 @@ def test_pipeline_and_dissect_on_a_folder(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [f"mqttwire: {SKIPPED}"] + [
         f"mqttwire: {name}: {FAILURES[name]}" for name in ("dir/cut.pcapng", "notes.txt",
-                                                          "docs")]
+                                                           "docs")]
     printed = Counter(line.split()[1].split("#")[0] for line in proc.stdout.splitlines())
     assert printed == {name: kinds[(name, "packet")] + kinds[(name, "error")]
                        for name in CAPTURES if name not in ("docs", "notes.txt")}

@@ -414,7 +414,7 @@ def test_a_batch_planned_before_a_restart_has_no_rows_and_its_messages_go_next()
     assert fake.acked_through == []  # nothing of the re-run's to acknowledge
     assert r.latestOffset({"seq": 47}) == {"seq": 52}  # offsets go on from the checkpoint
     assert payloads(r.partitions({"seq": 47}, {"seq": 52})) == [b"1", b"2", b"3", b"4",
-                                                                 b"5"]
+                                                                b"5"]
     r.commit({"seq": 52})
     assert fake.acked_through == [5]
 

@@ -211,7 +211,7 @@ def test_the_subscriber_survives_two_broker_restarts(codec: ModuleType, tmp_path
 
 
 def test_the_subscriber_gives_up_on_a_broker_that_stays_away(codec: ModuleType,
-                                                               tmp_path: Path) -> None:
+                                                             tmp_path: Path) -> None:
     with mosquitto(tmp_path, persistence=True) as b:
         sub = subscriber(b.port, codec, "gives-up", timeout=1.0)
         b.stop()
@@ -227,7 +227,7 @@ def test_the_subscriber_gives_up_on_a_broker_that_stays_away(codec: ModuleType,
 
 
 def test_a_lost_session_is_said_and_can_fail(codec: ModuleType, tmp_path: Path,
-                                            caplog: pytest.LogCaptureFixture) -> None:
+                                             caplog: pytest.LogCaptureFixture) -> None:
     """A broker restarted without its database (persistence lost): Session Present 0.
     By default the subscriber logs the loss as an error and subscribes again; with
     fail_on_session_loss it ends, saying why."""

@@ -262,7 +262,7 @@ def test_tls_options_are_read(tmp_path: Path, certs: Certs) -> None:
     ({"url": "http://h"}, "url must be mqtt://, mqtts://, ssl://, ws:// or wss://"),
 ])
 def test_bad_tls_options(tmp_path: Path, certs: Certs, options: dict[str, str],
-                        says: str) -> None:
+                         says: str) -> None:
     """Each a ValueError naming the option, before any connection (an encrypted key
     without its password would otherwise make OpenSSL ask on the terminal)."""
     paths = {"tmp": tmp_path, "ca": certs.ca, "client_cert": certs.client_cert,

@@ -154,7 +154,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 
 
 def test_the_mixed_capture_holds_what_it_says(mixed: dict[str, bytes],
-                                               codec: ModuleType) -> None:
+                                              codec: ModuleType) -> None:
     """The scenario is what the split tests rely on: many connections, each kind of
     trouble present in the whole-file read."""
     tables = whole_tables(mixed["pcapng"], "m", codec)
@@ -309,7 +309,7 @@ def test_read_tables_split_equals_whole(local_run: Any) -> None:
     # A folder's files are named by their path in it (the folder's name first).
     ring = sorted(f"ring/{path.name}" for path in local_run.ring.iterdir())
     assert {row["capture"] for row in whole["connections"]} >= {"mixed.pcap",
-                                                                 "mixed.pcapng", ring[0]}
+                                                                "mixed.pcapng", ring[0]}
     # The ring buffer and the mixed captures went the split way; the ring's packets
     # name the files they came from.
     assert {"mixed.pcap", "mixed.pcapng", ring[0]} <= set(local_run.split_files)

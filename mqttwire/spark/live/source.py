@@ -244,9 +244,9 @@ class LiveOptions:
             raise ValueError(f"mqtt source: option reconnectMaxDelay ({max_delay:g}) must "
                              f"not be less than reconnectDelay ({delay:g})")
         username = opts.get("username") or (unquote(parts.username) if parts.username
-                                             else None)
+                                            else None)
         password = opts.get("password") or (unquote(parts.password) if parts.password
-                                             else None)
+                                            else None)
         limit = opts.get("maxmessagesperbatch")
         return cls(
             host=parts.hostname, port=port, topics=topics,

@@ -266,7 +266,7 @@ class Transport:
 
                 if self._ws.state is not State.OPEN:
                     raise TransportError(f"the WebSocket to {self.endpoint.url} is "
-                                    f"{self._ws.state.name.lower()}")
+                                         f"{self._ws.state.name.lower()}")
                 self._ws.send_binary(data)
                 data = b"".join(self._ws.data_to_send())
             try:
@@ -379,26 +379,26 @@ class Transport:
         url = self.endpoint.url
         if reason == "TLSV13_ALERT_CERTIFICATE_REQUIRED":
             return TransportError(f"the broker at {url} requires a client certificate "
-                             f"(certFile/keyFile): {exc}")
+                                  f"(certFile/keyFile): {exc}")
         if reason == "SSLV3_ALERT_HANDSHAKE_FAILURE" and not tls.cert_file:
             # TLS 1.2's answer to a missing client certificate, among other things.
             return TransportError(f"the broker at {url} refused the TLS handshake ({exc}): does "
-                             "it require a client certificate (certFile/keyFile)?")
+                                  "it require a client certificate (certFile/keyFile)?")
         if exc is None and not tls.cert_file:
             # TLS 1.3 ends the client's side of the handshake before the server has
             # checked the client's certificate: a broker that wants one and got none
             # sends the alert 'certificate required' and closes, or (Mosquitto 2.0.11)
             # resets the connection, and the reset can overtake the alert.
             return TransportError(f"the broker at {url} requires a client certificate "
-                             "(certFile/keyFile), it seems: it ended the connection after "
-                             "the TLS handshake, before any MQTT packet")
+                                  "(certFile/keyFile), it seems: it ended the connection after "
+                                  "the TLS handshake, before any MQTT packet")
         if tls.cert_file and (exc is None or reason.startswith(
                 ("TLSV1_ALERT_", "SSLV3_ALERT_", "TLSV13_ALERT_"))):
             said = f" ({exc})" if exc is not None else ", before any MQTT packet"
             return TransportError(f"the broker at {url} refused the client certificate "
-                             f"(certFile {tls.cert_file!r}), it seems: it ended the "
-                             f"connection after the TLS handshake{said}; is it signed by a "
-                             "CA that the broker trusts?")
+                                  f"(certFile {tls.cert_file!r}), it seems: it ended the "
+                                  f"connection after the TLS handshake{said}; is it signed by a "
+                                  "CA that the broker trusts?")
         return TransportError(f"TLS with {url} failed: {exc}")
 
     def _ws_data(self, frames: list[Frame] | None = None) -> bytes:
@@ -416,7 +416,7 @@ class Transport:
                 self._ws.fail(1003, "MQTT travels in binary frames [MQTT-6.0.0-1]")
                 self._send_wire(b"".join(self._ws.data_to_send()))
                 raise TransportError(f"{self.endpoint.url} sent a text WebSocket frame: MQTT "
-                                "packets travel in binary frames only [MQTT-6.0.0-1]")
+                                     "packets travel in binary frames only [MQTT-6.0.0-1]")
             if frame.opcode in (Opcode.BINARY, Opcode.CONT):
                 self._ws_text = False
                 # Frames need not align with MQTT packets [MQTT-6.0.0-2]: a byte stream.
@@ -435,7 +435,7 @@ class Transport:
             raw = self.sock.recv(_CHUNK)
         except TimeoutError:
             raise TransportError(f"no {what} from {self.endpoint.url} within "
-                            f"{self.sock.gettimeout():g} s") from None
+                                 f"{self.sock.gettimeout():g} s") from None
         except OSError as exc:
             raw = b""
             said = f"{exc.strerror or exc}"
@@ -443,8 +443,8 @@ class Transport:
             said = "it closed the connection"
         if not raw:
             raise TransportError(f"{what} with {self.endpoint.url} failed: {said} (is port "
-                            f"{self.endpoint.port} a "
-                            f"{'TLS' if what.startswith('TLS') else 'WebSocket'} listener?)")
+                                 f"{self.endpoint.port} a "
+                                 f"{'TLS' if what.startswith('TLS') else 'WebSocket'} listener?)")
         return raw
 
     def _start_tls(self, context: ssl.SSLContext) -> None:
@@ -481,12 +481,12 @@ class Transport:
         if exc.verify_code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, _IP_ADDRESS_
             kind = "IP address" if _is_ip(endpoint.host) else "host name"
             return TransportError(f"{kind} {endpoint.host!r} does not match the broker's "
-                             f"certificate ({exc.verify_message}); connect by a name the "
-                             "certificate holds")
+                                  f"certificate ({exc.verify_message}); connect by a name the "
+                                  "certificate holds")
         store = (f"caFile {tls.ca_file!r}" if tls.ca_file else
                  "the system's CA store; set caFile to the CA that signed it")
         return TransportError(f"certificate verify failed: {exc.verify_message} "
-                         f"(the broker at {endpoint.url}, checked against {store})")
+                              f"(the broker at {endpoint.url}, checked against {store})")
 
     def _start_websocket(self) -> None:
         from websockets.client import ClientProtocol
@@ -509,7 +509,7 @@ class Transport:
             ws.receive_data(data)
             if ws.handshake_exc is not None:
                 raise TransportError(f"WebSocket handshake with {endpoint.url} failed: "
-                                f"{ws.handshake_exc}")
+                                     f"{ws.handshake_exc}")
             events = ws.events_received()
             if events:  # the Response, and any frames after it
                 break
@@ -517,8 +517,8 @@ class Transport:
             ws.fail(1002, "no subprotocol mqtt")  # protocol error (RFC 6455 §4.1, §7.4.1)
             self._send_wire(b"".join(ws.data_to_send()))
             raise TransportError(f"{endpoint.url} accepted the WebSocket without the subprotocol "
-                            f"'mqtt' ({ws.subprotocol or 'none'}): the server must select "
-                            "'mqtt' [MQTT-6.0.0-4]")
+                                 f"'mqtt' ({ws.subprotocol or 'none'}): the server must select "
+                                 "'mqtt' [MQTT-6.0.0-4]")
         self._ws = ws
         # Frames that came with the response.
         self._pending += self._ws_data([e for e in events[1:] if isinstance(e, Frame)])
