@@ -79,7 +79,7 @@ TIMEOUT = 900
 #: The capture of the derived tables' benchmark, whose records are held in memory.
 DERIVE_SIZE = min(SIZE, 20_000_000)
 #: Records handed to the derived tables at a time, as the decoding task does
-#: (mqttwire.spark.batches.BATCH_ROWS packet records, with the stream ends among them).
+#: (mqttwire.spark.decoding.BATCH_ROWS packet records, with the stream ends among them).
 DERIVE_BATCH = 8192
 
 #: Median-round figures of the read_capture benchmarks, by codec id, for the ratios.

@@ -33,7 +33,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere in the checkout
     sys.path.insert(0, str(REPO))
 
 import mqttwire as mw  # noqa: E402
-from mqttwire.capture.synth import Frame, Segment, TcpFlow, write_pcap  # noqa: E402
+from mqttwire.capture.writers import Frame, Segment, TcpFlow, write_pcap  # noqa: E402
 
 #: Capture start (2023-11-14 22:13:20 UTC), and the time between frames (50 us).
 T0 = 1_700_000_000_000_000_000

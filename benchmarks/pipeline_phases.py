@@ -51,7 +51,7 @@ def _timed(run: Callable[[], int]) -> tuple[float, float, int]:
 
 def _steps(path: str) -> list[tuple[str, float, float, int]]:
     from mqttwire.capture import read_capture
-    from mqttwire.spark.batches import BATCH_ROWS, GC_THRESHOLD, decode_capture, stage
+    from mqttwire.spark.decoding import BATCH_ROWS, GC_THRESHOLD, decode_capture, stage
     from mqttwire.spark.derive import CaptureTables
 
     name = os.path.basename(path)

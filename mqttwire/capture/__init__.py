@@ -14,7 +14,7 @@ The layers, each usable alone:
 :mod:`mqttwire.capture.loop_c` when it reads with the Cython codec; the pure-Python layers
 above are the reference and the fallback (with the pure codec, or where the module is not
 built), and they handle everything the compiled loop hands over to them.
-:mod:`mqttwire.capture.synth` writes synthetic captures for tests and benchmarks.
+:mod:`mqttwire.capture.writers` writes synthetic captures for tests and benchmarks.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ never Records: the loop writes each packet's values into the columns' Arrow buff
 it decodes them (:class:`~.loop_c.PacketColumns`), and only the records the pure code
 makes (a packet type the loop hands over, an error, a gap, a WebSocket connection) are
 read from their objects.  Elsewhere the records are read and their columns built the
-reference way (:func:`mqttwire.spark.batches.packets_batch`).  Both give equal tables
+reference way (:func:`mqttwire.spark.decoding.packets_batch`).  Both give equal tables
 (tests/capture/test_capture_arrow.py, and every read in tests/capture through its
 conftest).
 """
@@ -69,7 +69,7 @@ def sink(schema: pa.Schema | None = None) -> Any:
     from . import loop_c
 
     packets = _module("mqttwire.spark.schema").PACKETS
-    json = _module("mqttwire.spark.batches").properties_json
+    json = _module("mqttwire.spark.decoding").properties_json
     return loop_c.PacketColumns(column_spec(schema or packets), json)
 
 
@@ -184,7 +184,7 @@ def _batches(f: BinaryIO | None, chain: FileChain | None,
             if n:
                 yield columns_batch(columns.take_buffers(), n, packets, files)
         return
-    packets_batch = _module("mqttwire.spark.batches").packets_batch
+    packets_batch = _module("mqttwire.spark.decoding").packets_batch
     if chain is None:
         assert f is not None  # one file, or the files of a set
         records = read_with(f, handler)

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO, cast
 from .link import IPFragment, TcpSegment, parse_frame
 from .pcap import MAX_FRAME
 from .ranges import _TAIL, RangeRead, read_range
-from .synth import pcapng_block
+from .writers import pcapng_block
 
 __all__ = ["Piece", "RangeSections", "flow_key", "range_sections", "section", "sections_pure"]
 

@@ -10,7 +10,7 @@ DataFrames, unwritten, for further work in Spark.  The modules, in the order dat
 - :mod:`.derive`: the connections, messages and retained tables of one capture (its
   records, with TCP stream ends, from :func:`mqttwire.capture.read_capture`), in pure
   Python (no Spark needed);
-- :mod:`.batches`: all of a capture's tables as Arrow record batches;
+- :mod:`.decoding`: all of a capture's tables as Arrow record batches;
 - :mod:`.split`: one large capture read in byte ranges by several tasks and decoded per
   TCP connection (after Spark's shuffle), for the same tables;
 - :mod:`.parquet`: the tables' Parquet files written by the tasks themselves, and

@@ -15,9 +15,9 @@ PUBLISH, an acknowledgement that does not simply complete its exchange...): coun
 over, errors, gaps, stream ends, WebSocket connections) are taken as they are:
 :attr:`Counts.side`.
 
-:func:`mqttwire.spark.batches.decode_capture` takes this path where the compiled loop
+:func:`mqttwire.spark.decoding.decode_capture` takes this path where the compiled loop
 reads the capture and :mod:`.derive_c` is built; the batches are those of
-:func:`~mqttwire.spark.batches.table_batches` over the same records, cut at other rows
+:func:`~mqttwire.spark.decoding.table_batches` over the same records, cut at other rows
 (tests/capture/test_capture_columnar.py and tests/capture/conftest.py compare the
 tables).
 """
@@ -89,7 +89,7 @@ def columnar_batches(reader: Any, tables: derive.CaptureTables, stats: Any,
                      ) -> Iterator[tuple[str, pa.RecordBatch]]:
     """The batches of every table of the capture that ``reader`` (a
     :class:`~mqttwire.capture.loop_c.FastReader` whose handler gives stream ends) reads,
-    derived through ``tables``: as :func:`mqttwire.spark.batches.table_batches` yields
+    derived through ``tables``: as :func:`mqttwire.spark.decoding.table_batches` yields
     them (``full_batches``, ``rows_batch``: its helpers), packets batches of about
     ``rows`` rows; ``files``: the ``file`` column's one value, or its function of the
     ``frame`` column (a set)."""

@@ -152,7 +152,7 @@ class PartFiles:
                 directory = None
                 column = PARTITIONED.get(table)
                 if column is not None:
-                    # A batch holds rows of one capture (batches.decode_capture).
+                    # A batch holds rows of one capture (decoding.decode_capture).
                     i = batch.schema.get_field_index(column)
                     directory = partition_dir(column, batch.column(i)[0].as_py())
                     batch = batch.remove_column(i)

@@ -37,7 +37,7 @@ from .packing import Packing
 from .set_files import SetFile, set_lines
 
 if TYPE_CHECKING:
-    from .batches import Decoding
+    from .decoding import Decoding
 
 __all__ = ["BINARY_FILE_LIMIT", "CLUSTER_SPLIT_SIZE", "SHARE_SIZE", "Listing", "Plan",
            "Task", "check_reading", "make_plan", "route", "share_count", "tasks_of"]
@@ -247,7 +247,7 @@ def make_plan(listing: Listing, *, reader: str = "auto", ports: Sequence[int] = 
     if split_size is not None and reader != "binaryfile":
         split = [f for f in stream if _splittable(f, split_size)]
         stream = [f for f in stream if all(f is not g for g in split)]
-    from .batches import Decoding  # here: the plan is made without pyarrow
+    from .decoding import Decoding  # here: the plan is made without pyarrow
 
     # read_capture keeps no payload without a limit: the pipeline keeps them whole.
     limit = sys.maxsize if payload_limit is None else payload_limit

@@ -5,7 +5,7 @@ How it runs:
 1. The driver lists the inputs (:mod:`.inputs`; unreadable ones are kept, to be reported
    by name and to get an error row) and makes the plan (:mod:`.plan`): which tasks read
    which files, whole, in shares, packed or in byte ranges.
-2. The tasks (:mod:`.tasks`) decode their captures with :func:`~.batches.decode_capture`
+2. The tasks (:mod:`.tasks`) decode their captures with :func:`~.decoding.decode_capture`
    inside ``mapInArrow`` into Arrow batches of every table: the packets and errors, and
    the connections, messages and retained messages derived from them in the same pass
    (all of an MQTT connection is in one file, so the derivation needs no shuffle); a
@@ -162,7 +162,7 @@ def _count(n: int, noun: str) -> str:
 #: then the run's own modules and the summary's chart): imported on a thread while the
 #: JVM starts, when the driver only waits (:func:`_import_ahead`).
 IMPORTS_AHEAD = ("pandas", "pyarrow", "pyarrow.parquet", "pyarrow.dataset",
-                 "mqttwire.spark.batches", "mqttwire.spark.parquet", "matplotlib.figure")
+                 "mqttwire.spark.decoding", "mqttwire.spark.parquet", "matplotlib.figure")
 
 
 def _import_ahead() -> threading.Thread:

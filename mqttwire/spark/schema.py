@@ -1,7 +1,7 @@
 """The declared schemas of the pipeline's tables, as Arrow schemas.
 
 The executors build Arrow record batches of each table's schema
-(:mod:`mqttwire.spark.batches`), which Spark gets converted (nothing is inferred); between
+(:mod:`mqttwire.spark.decoding`), which Spark gets converted (nothing is inferred); between
 decoding and writing, Spark holds them packed in rows of :data:`STAGED`.  Times are
 ``timestamp[us, UTC]`` (Spark's TIMESTAMP has microseconds); the packets table also keeps
 the exact capture time in nanoseconds, ``ts_ns``.

@@ -74,10 +74,10 @@ from ..capture.pcap import CaptureFormatError
 from ..capture.ranges import RangeRead, chain_problem, plan_ranges
 from ..capture.sections import Piece, flow_key, range_sections
 from ..capture.sets import FileChain
-from ..capture.synth import ipv4_packet, tcp_header
 from ..capture.tcp import RST
-from .batches import Batch, Decoding, FilesOf, FileStats, retain_event_batches, table_batches
+from ..capture.writers import ipv4_packet, tcp_header
 from .connection_shares import RETAIN_EVENTS, ShareTables
+from .decoding import Batch, Decoding, FilesOf, FileStats, retain_event_batches, table_batches
 from .tasks import STAGED_OUT, Counters, TaskTotals
 
 if TYPE_CHECKING:
@@ -583,7 +583,7 @@ class SplitRead:
         self.exact = True
 
     def staged(self, spark: SparkSession) -> DataFrame:
-        """Step 5 as a lazy DataFrame of STAGED rows (:func:`~.batches.stage`) and the
+        """Step 5 as a lazy DataFrame of STAGED rows (:func:`~.decoding.stage`) and the
         tasks' reports, with the connection numbers found first
         (:meth:`exact_numbers`)."""
         from pyspark.sql.pandas.types import from_arrow_schema

@@ -4,8 +4,8 @@
 (:func:`~.plan.make_plan`), reads the files to split in byte ranges (:mod:`.split`), and
 gives the tables as lazily evaluated DataFrames (:class:`Tables`): the tasks
 (:mod:`.tasks`) return every table's batches *staged*, packed as one row each (table
-name, the batch as a compressed Arrow IPC stream: :func:`~.batches.stage`), and each
-table is its rows unpacked by a ``mapInArrow`` (:func:`~.batches.unstage`).
+name, the batch as a compressed Arrow IPC stream: :func:`~.decoding.stage`), and each
+table is its rows unpacked by a ``mapInArrow`` (:func:`~.decoding.unstage`).
 
 Why staged rows: one decoding pass feeds five tables, so its output must be kept between
 the writes (:meth:`Tables.persist`), and one task's output is a whole capture file's
@@ -261,7 +261,7 @@ def staged_tables(spark: SparkSession, plan: Plan, split: SplitRead | None) -> T
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .batches import unstage
+    from .decoding import unstage
     from .schema import STAGED, TABLES
     from .split import RETAIN_EVENTS, retained
 

@@ -4,9 +4,9 @@ Arrow batches, and what it returns.
 A task of the streaming reader gets its :class:`~.plan.Task` list (files, or shares of
 a file: :mod:`.connection_shares`; a set of files: :mod:`.set_files`) and opens each by
 path; a task of Spark's ``binaryFile`` source gets each file's content.  Either decodes each
-capture with :func:`~.batches.decode_capture` (any failure to read one becomes its error
+capture with :func:`~.decoding.decode_capture` (any failure to read one becomes its error
 row) and returns its batches as :class:`Out` says: *staged* rows for Spark
-(:func:`~.batches.stage`), or the WRITTEN rows of the Parquet files it wrote itself
+(:func:`~.decoding.stage`), or the WRITTEN rows of the Parquet files it wrote itself
 (:mod:`.parquet`), then one row of its totals (:data:`STATS`, a :class:`Counters`).  The
 functions here are pickled into the tasks: they import what they need when they run.
 Only pyarrow is needed here, not pyspark.
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
     from pyspark.sql import SparkSession
 
-    from .batches import Batch, Decoding
     from .connection_shares import Share
+    from .decoding import Batch, Decoding
     from .plan import Task
 
 __all__ = ["STAGED_OUT", "STATS", "ArrowMap", "Counters", "Out", "TaskTotals",
@@ -106,7 +106,7 @@ def file_task(name: str, opener: Callable[[], Any], size: int, how: Decoding,
     """Decode one capture file (``share`` of its connections: .connection_shares) into
     its tables' batches; any failure to read it becomes its error row.  (A set of
     ``files`` files: ``opener`` gives their FileChain.)"""
-    from .batches import FileStats, capture_error_batches, decode_capture
+    from .decoding import FileStats, capture_error_batches, decode_capture
 
     stats = FileStats()
     first = share is None or share.index == 0  # the one task of the file that counts it
@@ -152,9 +152,9 @@ class Out:
 
 
 def stage_all(batches: Iterable[Batch]) -> Iterator[pa.RecordBatch]:
-    """A task's output as STAGED rows (:func:`~.batches.stage`): for
+    """A task's output as STAGED rows (:func:`~.decoding.stage`): for
     :func:`~.tables.read_tables`."""
-    from .batches import stage
+    from .decoding import stage
 
     for table, batch in batches:
         yield stage(table, batch)
@@ -188,8 +188,8 @@ def _run_tasks(tasks: Iterable[Task], how: Decoding, totals: TaskTotals) -> Iter
     """Open and stream each of a task's files (its share of the connections when
     ``shares`` > 1; a set's files as one capture) into its tables' batches; an input
     that cannot be read makes only its error row."""
-    from .batches import capture_error_batches
     from .connection_shares import Share
+    from .decoding import capture_error_batches
 
     for task in tasks:
         if task.problem is not None:

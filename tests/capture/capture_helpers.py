@@ -16,7 +16,7 @@ import pytest
 from local_servers import sample_maker
 
 from mqttwire.capture import Record, read_capture
-from mqttwire.capture.synth import Frame, Segment, TcpFlow, write_pcap, write_pcapng
+from mqttwire.capture.writers import Frame, Segment, TcpFlow, write_pcap, write_pcapng
 
 T0 = 1_700_000_000_000_000_000
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

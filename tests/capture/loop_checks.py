@@ -92,8 +92,8 @@ def reference_packets_table(records: list[Record], files: Callable[[Record], str
     capture's name)."""
     import pyarrow as pa
 
-    from mqttwire.spark.batches import properties_json
     from mqttwire.spark.columns import reference_array
+    from mqttwire.spark.decoding import properties_json
     from mqttwire.spark.schema import PACKETS
 
     rows = [r for r in records if r.kind != "end"]
@@ -228,7 +228,7 @@ def check_decoded(raw: bytes | FileChain, make_chain: Callable[[], FileChain] | 
     records (read with the Cython codec, with stream ends)."""
     import pyarrow as pa
 
-    from mqttwire.spark import batches, columnar
+    from mqttwire.spark import columnar, decoding
 
     assert columnar.AVAILABLE  # with the Cython codec: built, else a failure
     ports = list(ports)
@@ -251,10 +251,10 @@ def check_decoded(raw: bytes | FileChain, make_chain: Callable[[], FileChain] | 
         expected = reference_tables(reference, name, share, files)
     except (pa.ArrowInvalid, OverflowError):
         with pytest.raises((pa.ArrowInvalid, OverflowError)):
-            list(batches.decode_capture(source, name, ports=ports,
-                                        payload_limit=payload_limit, version=version,
-                                        share=share))
+            list(decoding.decode_capture(source, name, ports=ports,
+                                         payload_limit=payload_limit, version=version,
+                                         share=share))
         return
-    decoded = batches.decode_capture(source, name, ports=ports, payload_limit=payload_limit,
-                                     version=version, share=share)
+    decoded = decoding.decode_capture(source, name, ports=ports, payload_limit=payload_limit,
+                                      version=version, share=share)
     assert_same_decoded(decoded_tables(decoded), expected)

@@ -14,7 +14,7 @@ from loop_checks import reference_packets_table
 
 from mqttwire.capture import read_capture
 from mqttwire.capture.arrow import BATCH_ROWS, packets_table
-from mqttwire.capture.synth import Frame, TcpFlow
+from mqttwire.capture.writers import Frame, TcpFlow
 
 
 def _capture(codec: ModuleType, publishes: int = 0) -> bytes:

@@ -12,7 +12,7 @@ import pytest
 from capture_helpers import check_accounting, frames_for, read, tshark_packets, write
 
 from mqttwire._constants import PacketType
-from mqttwire.capture.synth import Segment, TcpFlow
+from mqttwire.capture.writers import Segment, TcpFlow
 
 CLIENT = ("10.0.0.1", 50000)
 SERVER = ("10.0.0.2", 1883)

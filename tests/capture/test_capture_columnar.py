@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loop_checks import check_decoded, cython_codec
 
-from mqttwire.capture.synth import Frame, TcpFlow
+from mqttwire.capture.writers import Frame, TcpFlow
 from mqttwire.spark.connection_shares import Share
 
 pytestmark = pytest.mark.c_extension  # the columnar path is the compiled loop's
@@ -83,7 +83,7 @@ def exchanges(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
 @given(capture=exchanges(), share=st.sampled_from([None, (0, 2), (1, 2), (2, 3)]))
 def test_exchanges_columnar_equals_reference(capture: tuple[bytes, dict[str, Any]],
-                                            share: tuple[int, int] | None) -> None:
+                                             share: tuple[int, int] | None) -> None:
     raw, options = capture
     check_decoded(raw, None, "x.pcap", [1883], options["payload_limit"], options["version"],
                   None if share is None else Share(*share))
@@ -93,7 +93,7 @@ def test_the_common_packets_make_no_record() -> None:
     """Of a connection's PUBLISH (QoS 0 and 1) and PUBACK packets, none is made a
     Record for the derived tables (the compiled path of both takes them); its CONNECT,
     CONNACK and DISCONNECT and its stream ends are the pure code's."""
-    from mqttwire.spark import batches, columnar
+    from mqttwire.spark import columnar, decoding
 
     mw = cython_codec()
     flow = TcpFlow(("10.2.0.1", 42000), ("10.2.0.99", 1883))
@@ -111,7 +111,7 @@ def test_the_common_packets_make_no_record() -> None:
     segs += flow.close()
     raw = write([Frame(T0 + i * 1000, flow.ip(s)) for i, s in enumerate(segs)])
     check_decoded(raw, None, "y.pcap", [1883], None, None)
-    list(batches.decode_capture(io.BytesIO(raw), "y.pcap"))
+    list(decoding.decode_capture(io.BytesIO(raw), "y.pcap"))
     counts = columnar.last_counts
     # 300 PUBLISH and 150 PUBACK, all taken in compiled code (the CONNECT opened the
     # connection and set its first time).

@@ -17,7 +17,7 @@ from mqttwire.capture.link import (
     LINKTYPE_NULL,
     LINKTYPE_RAW,
 )
-from mqttwire.capture.synth import (
+from mqttwire.capture.writers import (
     Frame,
     link_frame,
     pcapng_block,

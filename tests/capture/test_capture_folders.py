@@ -18,7 +18,7 @@ from capture_helpers import conversation, encode_all, frames_for, read, segments
 from mqttwire.capture import read_capture
 from mqttwire.capture.files import capture_name, local_inputs, unique_names
 from mqttwire.capture.pcap import SNIFF_BYTES, sniff
-from mqttwire.capture.synth import TcpFlow, write_pcap
+from mqttwire.capture.writers import TcpFlow, write_pcap
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample.pcapng"

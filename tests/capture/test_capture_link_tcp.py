@@ -18,7 +18,7 @@ from mqttwire.capture.link import (
     LINKTYPE_NULL,
     LINKTYPE_RAW,
 )
-from mqttwire.capture.synth import (
+from mqttwire.capture.writers import (
     Segment,
     TcpFlow,
     ipv4_fragments,

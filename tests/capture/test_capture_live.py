@@ -131,7 +131,7 @@ def test_synthetic_capture_against_tshark(codec: ModuleType, tmp_path: Path) -> 
     segments: tshark's reassembly and dissection find the same packets and topics."""
     from capture_helpers import conversation, encode_all, segments_for, write
 
-    from mqttwire.capture.synth import Frame, TcpFlow
+    from mqttwire.capture.writers import Frame, TcpFlow
 
     flows = [(TcpFlow(("10.1.0.1", 40001), ("10.1.0.9", 1883)), 3, (7,)),
              (TcpFlow(("10.1.0.2", 40002), ("10.1.0.9", 1883)), 4, ()),
@@ -233,7 +233,7 @@ def _by_client(joined: Joined, records: list[Record]) -> dict[str, list[Record]]
 
 
 def test_joined_connections_decode_with_inferred_levels(codec: ModuleType,
-                                                         joined: Joined) -> None:
+                                                        joined: Joined) -> None:
     records = list(read_capture(joined.path, ports=[joined.port], codec=codec,
                                 payload_limit=1 << 20))
     assert [r for r in records if r.kind != "packet"] == []
@@ -276,7 +276,7 @@ def test_joined_capture_dissect(joined: Joined, capsys: pytest.CaptureFixture[st
 
 
 def test_capture_that_begins_inside_a_packet(codec: ModuleType, joined: Joined,
-                                            tmp_path: Path) -> None:
+                                             tmp_path: Path) -> None:
     """The joined capture cut (by editcap) so that it begins with the second segment of
     pub4's 200 kB PUBLISH: the rest of that packet is skipped, saying why, and every
     packet after it decodes as in the whole capture."""

@@ -45,7 +45,7 @@ from mqttwire.capture.link import (
     LINKTYPE_RAW,
 )
 from mqttwire.capture.pcap import CHUNK
-from mqttwire.capture.synth import Frame, Segment, TcpFlow, ipv4_fragments, ipv4_packet
+from mqttwire.capture.writers import Frame, Segment, TcpFlow, ipv4_fragments, ipv4_packet
 from mqttwire.spark.connection_shares import Share
 
 REPO = Path(__file__).resolve().parents[2]

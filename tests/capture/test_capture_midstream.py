@@ -19,7 +19,7 @@ from capture_helpers import (
 )
 
 from mqttwire.capture.mqtt_streams import WINDOW, first_boundary
-from mqttwire.capture.synth import Segment, TcpFlow
+from mqttwire.capture.writers import Segment, TcpFlow
 
 CLIENT = ("10.0.0.1", 50000)
 SERVER = ("10.0.0.2", 1883)

@@ -33,7 +33,7 @@ from mqttwire.capture.link import (
     LINKTYPE_NULL,
     LINKTYPE_RAW,
 )
-from mqttwire.capture.synth import (
+from mqttwire.capture.writers import (
     Frame,
     TcpFlow,
     ipv4_fragments,

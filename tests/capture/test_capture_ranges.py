@@ -29,7 +29,7 @@ from mqttwire.capture.ranges import (
     plan_ranges,
     read_range,
 )
-from mqttwire.capture.synth import Frame, TcpFlow, pcapng_block, write_pcap, write_pcapng
+from mqttwire.capture.writers import Frame, TcpFlow, pcapng_block, write_pcap, write_pcapng
 
 T0 = 1_700_000_000_123_456_789  # ns
 NAME = "split-test.cap"
@@ -125,7 +125,7 @@ def assert_exact_split(raw: bytes, split: int) -> list[RangeRead]:
 
 def tcp_frames(sizes: Sequence[int], interfaces: int = 1, seed: int = 0,
                fill: str = "random") -> list[Frame]:
-    """One TCP segment (synth) per size, both directions in turn; the times go forward
+    """One TCP segment (capture.writers) per size, both directions in turn; the times go forward
     by about a second and now and then back by half a second, as merged interfaces do."""
     rng = random.Random(seed)
     flow = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", 1883))

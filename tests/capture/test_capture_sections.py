@@ -20,7 +20,7 @@ from test_capture_ranges import write  # the same files as the range reader's te
 from mqttwire.capture import pcap
 from mqttwire.capture.ranges import chain_problem, plan_ranges
 from mqttwire.capture.sections import flow_key, range_sections
-from mqttwire.capture.synth import Frame, TcpFlow
+from mqttwire.capture.writers import Frame, TcpFlow
 
 T0 = 1_700_000_000_123_456_789  # ns
 NAME = "sections.cap"

@@ -29,7 +29,7 @@ from test_capture_live import maker  # the live tests' tcpdump
 
 import mqttwire
 from mqttwire.capture import Record, read_capture
-from mqttwire.capture.synth import (
+from mqttwire.capture.writers import (
     Segment,
     TcpFlow,
     websocket_frame,

@@ -157,7 +157,7 @@ def _open_connections_capture(count: int) -> bytes:
     import io
 
     from mqttwire import _pure
-    from mqttwire.capture.synth import Frame, TcpFlow, write_pcap
+    from mqttwire.capture.writers import Frame, TcpFlow, write_pcap
 
     connect = _pure.Connect("c", protocol_version=4).encode(4)
     frames = []

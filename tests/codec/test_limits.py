@@ -25,7 +25,7 @@ import pytest
 
 from mqttwire import IncompletePacket, MalformedPacket, PacketTooLarge, _pure
 from mqttwire.capture import read_capture
-from mqttwire.capture.synth import Frame, TcpFlow, pcapng_block, write_pcap, write_pcapng
+from mqttwire.capture.writers import Frame, TcpFlow, pcapng_block, write_pcap, write_pcapng
 
 MiB = 1 << 20
 
@@ -236,7 +236,7 @@ def _good_capture_still_reads() -> None:
     assert [r.kind for r in _read(_pcap(_session_frames()))] == ["packet", "packet"]
 
 
-# A classic pcap record header (little-endian, as synth writes): ts_sec, ts_usec, caplen,
+# A classic pcap record header (little-endian, as capture.writers writes): ts_sec, ts_usec, caplen,
 # orig_len, 16 bytes; the file header is 24 bytes.
 RECORD = struct.Struct("<IIII")
 

@@ -16,7 +16,7 @@ import struct
 from pathlib import Path
 
 from mqttwire import _pure as mw
-from mqttwire.capture.synth import Frame, TcpFlow, write_pcap, write_pcapng
+from mqttwire.capture.writers import Frame, TcpFlow, write_pcap, write_pcapng
 
 VECTORS_FILE = Path(__file__).resolve().parent.parent / "vectors" / "valid.json"
 

@@ -1,7 +1,7 @@
 """Synthetic captures for the pipeline tests, and what each one holds.
 
 Each scenario is a list of steps on named TCP connections; :func:`write_capture` turns it
-into a pcap or pcapng file (with mqttwire.capture.synth) and returns the capture time of
+into a pcap or pcapng file (with mqttwire.capture.writers) and returns the capture time of
 every step, so that the tests can state expected times and latencies from the scenario
 itself.  The packets are encoded with the pure-Python codec.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import mqttwire._pure as mw
-from mqttwire.capture.synth import Frame, TcpFlow, write_pcap, write_pcapng
+from mqttwire.capture.writers import Frame, TcpFlow, write_pcap, write_pcapng
 
 T0 = 1_700_000_000_000_000_000  # 2023-11-14T22:13:20Z, in ns
 FRAME_GAP = 1_000_000  # 1 ms between consecutive frames
@@ -264,7 +264,7 @@ def _segments(f: TcpFlow, sent: list[tuple[int, bytes]], sizes: tuple[int, ...] 
 
 def capture_mixed(path: Path, fmt: str = "pcapng") -> Path:
     """Write the "mixed" capture to ``path`` as ``fmt`` (pcap or pcapng)."""
-    from mqttwire.capture.synth import ipv4_fragments, ipv4_packet, tcp_header
+    from mqttwire.capture.writers import ipv4_fragments, ipv4_packet, tcp_header
 
     pub = mw.Publish
     long_flow = flow(41001)

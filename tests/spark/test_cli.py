@@ -98,7 +98,7 @@ def test_dissect_infers_or_assumes_the_version(tmp_path: Path,
 
 def test_dissect_says_which_connections_are_websocket(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from mqttwire.capture.synth import (
+    from mqttwire.capture.writers import (
         Frame,
         TcpFlow,
         websocket_frame,

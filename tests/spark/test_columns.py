@@ -23,7 +23,7 @@ try:
     import pyarrow as pa
 
     from mqttwire.spark import columns
-    from mqttwire.spark.batches import decode_capture, packets_batch
+    from mqttwire.spark.decoding import decode_capture, packets_batch
     from mqttwire.spark.schema import PACKETS, TIMESTAMP
 except ModuleNotFoundError as exc:
     if exc.name != "pyarrow":

@@ -19,8 +19,8 @@ try:
     import pyarrow as pa
 
     from mqttwire.capture import read_capture
-    from mqttwire.spark.batches import decode_capture
     from mqttwire.spark.connection_shares import Share, merge_retained
+    from mqttwire.spark.decoding import decode_capture
     from mqttwire.spark.plan import SHARE_SIZE, share_count
 except ModuleNotFoundError as exc:
     if exc.name != "pyarrow":

@@ -217,7 +217,7 @@ def test_a_task_decodes_a_gzip_capture_from_binaryfiles_buffer() -> None:
     a gzip-compressed capture gives the plain one's tables."""
     import pyarrow as pa
 
-    from mqttwire.spark.batches import decode_capture
+    from mqttwire.spark.decoding import decode_capture
 
     def tables(data: bytes) -> dict[str, list[dict[str, object]]]:
         rows: dict[str, list[dict[str, object]]] = {}

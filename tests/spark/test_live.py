@@ -376,7 +376,7 @@ def test_the_source_process_collects_garbage_less_often(
     every message until its batch commits), and keeps the other two."""
     import gc
 
-    from mqttwire.spark.batches import GC_THRESHOLD
+    from mqttwire.spark.decoding import GC_THRESHOLD
     from mqttwire.spark.live import LiveOptions, MqttStreamReader
 
     r = MqttStreamReader(LiveOptions.parse({"url": "mqtt://h", "topics": "t",

@@ -19,7 +19,7 @@ from mqttwire.capture import Record
 try:
     import pyarrow.parquet as pq
 
-    from mqttwire.spark.batches import packets_batch, rows_batch
+    from mqttwire.spark.decoding import packets_batch, rows_batch
     from mqttwire.spark.parquet import (
         WRITTEN,
         PartFiles,

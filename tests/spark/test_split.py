@@ -32,7 +32,7 @@ from mqttwire.spark.derive import CaptureTables
 # where the extra is missing (the wheel tests run `-m "not spark"`), they are deselected
 # and these names are never used.
 try:
-    from mqttwire.spark.batches import Decoding, table_batches
+    from mqttwire.spark.decoding import Decoding, table_batches
     from mqttwire.spark.split import (
         FACTS,
         PIECE_BYTES,
@@ -281,7 +281,7 @@ def test_a_range_without_records_of_its_own(mixed: dict[str, bytes],
 def test_flow_key_is_the_same_both_ways() -> None:
     from mqttwire.capture import parse_frame
     from mqttwire.capture.link import LINKTYPE_RAW
-    from mqttwire.capture.synth import TcpFlow
+    from mqttwire.capture.writers import TcpFlow
 
     f = TcpFlow(("10.0.0.1", 5000), ("10.0.0.2", 1883))
     a, b, _ = f.open()

@@ -142,7 +142,7 @@ def test_duration_text() -> None:
 
 @pytest.mark.spark
 def test_properties_json() -> None:
-    from mqttwire.spark.batches import properties_json
+    from mqttwire.spark.decoding import properties_json
 
     props = mw.Properties(content_type="text/plain", correlation_data=b"\x01\xff",
                           user_properties=[("k", "v"), ("k", "w")], topic_alias=3)
@@ -155,7 +155,7 @@ def test_properties_json() -> None:
 
 @pytest.mark.spark
 def test_packets_batch_columns() -> None:
-    from mqttwire.spark.batches import capture_error_batches, packets_batch
+    from mqttwire.spark.decoding import capture_error_batches, packets_batch
     from mqttwire.spark.schema import ERRORS, PACKETS
 
     rec = Record("packet", "cap", 1_700_000_000_123_456_789, 1, connection_id="cap#1",
@@ -183,7 +183,7 @@ def test_packets_batch_columns() -> None:
 
 @pytest.mark.spark
 def test_rows_batch_cuts_times_to_microseconds() -> None:
-    from mqttwire.spark.batches import rows_batch
+    from mqttwire.spark.decoding import rows_batch
     from mqttwire.spark.schema import RETAINED
 
     row = {"capture": "cap", "topic": "t", "connection_id": "cap#1", "client_id": "c",
@@ -200,7 +200,7 @@ def test_rows_batch_cuts_times_to_microseconds() -> None:
 def test_stage_round_trip() -> None:
     import pyarrow as pa
 
-    from mqttwire.spark.batches import stage, unstage
+    from mqttwire.spark.decoding import stage, unstage
     from mqttwire.spark.schema import STAGED
 
     batch = pa.record_batch([pa.array([1, None, 3], pa.int32()), pa.array(["a", "b", None])],
@@ -272,7 +272,7 @@ def test_summary_connections_with_none_one_and_many() -> None:
 def test_the_collector_runs_less_often_while_a_capture_decodes_only() -> None:
     import gc
 
-    from mqttwire.spark import batches
+    from mqttwire.spark import decoding
     from mqttwire.spark.derive import CaptureTables
 
     before = gc.get_threshold()
@@ -282,13 +282,13 @@ def test_the_collector_runs_less_often_while_a_capture_decodes_only() -> None:
         seen.append(gc.get_threshold()[0])
         yield Record("gap", "c", connection_id="c#1", direction="c2s", ts=1, length=3)
 
-    assert [t for t, _ in batches.table_batches(records(), CaptureTables("c"))] == [
+    assert [t for t, _ in decoding.table_batches(records(), CaptureTables("c"))] == [
         "packets", "errors", "connections"]
-    assert seen == [batches.GC_THRESHOLD] and gc.get_threshold() == before
+    assert seen == [decoding.GC_THRESHOLD] and gc.get_threshold() == before
     # Also when the consumer stops early.
-    partial = batches.table_batches(records(), CaptureTables("c"))
+    partial = decoding.table_batches(records(), CaptureTables("c"))
     next(partial)
-    assert gc.get_threshold()[0] == batches.GC_THRESHOLD
+    assert gc.get_threshold()[0] == decoding.GC_THRESHOLD
     partial.close()
     assert gc.get_threshold() == before
 
@@ -315,7 +315,7 @@ def test_transport_columns() -> None:
     connection (on no MQTT port) beside a plain one, decoded as a task does."""
     import io
 
-    from mqttwire.capture.synth import (
+    from mqttwire.capture.writers import (
         Frame,
         TcpFlow,
         websocket_frame,
@@ -323,7 +323,7 @@ def test_transport_columns() -> None:
         websocket_response,
         write_pcapng,
     )
-    from mqttwire.spark.batches import decode_capture
+    from mqttwire.spark.decoding import decode_capture
 
     ws = TcpFlow(("10.0.0.1", 50000), ("10.0.0.2", 8080))
     tcp = TcpFlow(("10.0.0.3", 50001), ("10.0.0.2", 1883))

@@ -403,11 +403,11 @@ class MqttStreamReader(DataSourceStreamReader):
             # This process (Spark's runner of the source, one per query) holds every
             # message received until its batch commits: tens of thousands of objects
             # without cycles, which CPython's collector would otherwise scan again and
-            # again (as in the capture decoding: .batches.GC_THRESHOLD;
+            # again (as in the capture decoding: .decoding.GC_THRESHOLD;
             # benchmarks/history/live.md).
             import gc
 
-            from ..batches import GC_THRESHOLD
+            from ..decoding import GC_THRESHOLD
 
             first, *rest = gc.get_threshold()
             gc.set_threshold(max(first, GC_THRESHOLD), *rest)
