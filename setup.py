@@ -27,7 +27,9 @@ else:
         [
             Extension("mqttwire._speedups", ["mqttwire/_speedups.pyx"]),
             Extension("mqttwire._topics_c", ["mqttwire/_topics_c.pyx"]),
+            Extension("mqttwire.capture.arrow_c", ["mqttwire/capture/arrow_c.pyx"]),
             Extension("mqttwire.capture.loop_c", ["mqttwire/capture/loop_c.pyx"]),
+            Extension("mqttwire.capture.sections_c", ["mqttwire/capture/sections_c.pyx"]),
             Extension("mqttwire.spark.columns_c", ["mqttwire/spark/columns_c.pyx"]),
             Extension("mqttwire.spark.derive_c", ["mqttwire/spark/derive_c.pyx"]),
         ],

@@ -7,7 +7,7 @@ yields (stream ends aside), in the same order with the same values.
 
 Where the compiled capture loop runs (:mod:`.loop_c`, the Cython codec), the rows are
 never Records: the loop writes each packet's values into the columns' Arrow buffers as
-it decodes them (:class:`~.loop_c.PacketColumns`), and only the records the pure code
+it decodes them (:class:`~.arrow_c.PacketColumns`), and only the records the pure code
 makes (a packet type the loop hands over, an error, a gap, a WebSocket connection) are
 read from their objects.  Elsewhere the records are read and their columns built the
 reference way (:func:`mqttwire.spark.decoding.packets_batch`).  Both give equal tables
@@ -42,7 +42,7 @@ __all__ = ["BATCH_ROWS", "column_spec", "columns_batch", "packets_table", "sink"
 #: Rows per batch of :func:`packets_table` (the pipeline's BATCH_ROWS).
 BATCH_ROWS = 8192
 
-# Arrow type names to loop_c.PacketColumns kinds; a list column keeps Python values.
+# Arrow type names to arrow_c.PacketColumns kinds; a list column keeps Python values.
 _KINDS = {"int8": b"b", "int32": b"i", "int64": b"l", "timestamp[us, tz=UTC]": b"t",
           "bool": b"?", "string": b"s", "binary": b"y"}
 #: The packets columns whose value is not the Record field of the same name.
@@ -53,7 +53,7 @@ _HOW = {"topic_from_alias": 1, "properties": 2}
 
 
 def column_spec(schema: pa.Schema) -> list[tuple[str, bytes, int]]:
-    """The :class:`~.loop_c.PacketColumns` columns of ``schema`` (a subset of PACKETS's,
+    """The :class:`~.arrow_c.PacketColumns` columns of ``schema`` (a subset of PACKETS's,
     in its order), its ``file`` column left out (:func:`columns_batch` adds it)."""
     spec = []
     for field in schema:
@@ -65,17 +65,17 @@ def column_spec(schema: pa.Schema) -> list[tuple[str, bytes, int]]:
 
 
 def sink(schema: pa.Schema | None = None) -> Any:
-    """An empty :class:`~.loop_c.PacketColumns` for ``schema`` (default PACKETS)."""
-    from . import loop_c
+    """An empty :class:`~.arrow_c.PacketColumns` for ``schema`` (default PACKETS)."""
+    from . import arrow_c
 
     packets = _module("mqttwire.spark.schema").PACKETS
     json = _module("mqttwire.spark.decoding").properties_json
-    return loop_c.PacketColumns(column_spec(schema or packets), json)
+    return arrow_c.PacketColumns(column_spec(schema or packets), json)
 
 
 def columns_batch(buffers: list[Any], n: int, schema: pa.Schema,
                   files: Callable[[pa.Array], pa.Array] | str) -> pa.RecordBatch:
-    """The batch of ``n`` rows from :meth:`~.loop_c.PacketColumns.take_buffers`'s
+    """The batch of ``n`` rows from :meth:`~.arrow_c.PacketColumns.take_buffers`'s
     ``buffers`` (the columns of :func:`column_spec`); ``files``: the ``file`` column's one
     value, or a function of the ``frame`` column giving it."""
     pa = _module("pyarrow")

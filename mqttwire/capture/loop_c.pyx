@@ -2,10 +2,12 @@
 
 :class:`FastReader` does, in C, what ``_read_pure`` and the layers under it do for the
 common case: it reads classic pcap records and pcapng Enhanced Packet Blocks from the file
-buffer, parses Ethernet/VLAN/SLL/SLL2/null/raw, IPv4/IPv6 and TCP headers into C locals,
-and when a segment carries the next in-order bytes of a known MQTT stream that is
+buffer, parses Ethernet/VLAN/SLL/SLL2/null/raw, IPv4/IPv6 and TCP headers into C locals
+(link_c.pxd, shared with the split ranges' loop in sections_c.pyx), and when a segment carries the next in-order bytes of a known MQTT stream that is
 decoding (or carries no bytes at all), it does the TCP bookkeeping, the MQTT fixed-header
-framing, the call into the Cython ``StreamDecoder`` and the :class:`Record` objects itself.
+framing, the call into the Cython ``StreamDecoder`` and the :class:`Record` objects itself
+(or, given a :class:`~mqttwire.capture.arrow_c.PacketColumns` by :meth:`FastReader.fill`,
+each record's row in its Arrow columns, without the Record).
 
 Everything else is handed, whole, to the pure-Python code that is the reference: a frame
 it does not recognise goes to ``_frame`` (link.py, tcp.py, mqtt_streams.py), a pcapng block
@@ -28,14 +30,13 @@ if any of these classes is not as expected, or if this module uses a slot that
 shared_slots does not list.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_XDECREF, Py_XINCREF
-from libc.stdint cimport INT32_MAX, INT64_MAX, int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 
 # The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
@@ -53,8 +54,11 @@ from .._cdefs cimport slot_get as _get, slot_put as _put
 # The codec's packet classes, whose fields _records reads as C struct members, without
 # an attribute look-up each (declared in mqttwire/_speedups.pxd).
 from .._speedups cimport Publish as _Publish, _Ack
-
-import dataclasses
+# The frame's headers (link_c.pxd), the record's fields (record_c.pxd), the columns the
+# loop fills without Records (arrow_c.pyx).
+from .arrow_c cimport PacketColumns
+from .link_c cimport MAX_IFACES, Iface, Seg, epb_ns, load_ifaces, parse_frame, u32
+from .record_c cimport *
 
 import mqttwire._speedups as CODEC
 
@@ -76,8 +80,7 @@ from .mqtt_streams import _DECODING, _Connection, _Direction, MqttStreams, Recor
 from .shared_slots import RECORD_FIELDS, SHARED
 from .tcp import TcpConnection, TcpStream
 
-__all__ = ["CODEC", "COLUMN_KINDS", "ROW_CAPSULE", "TAKE_CAPSULE", "USED_SLOTS", "FastReader",
-           "PacketColumns", "SectionPacker", "flow_key", "row_capsule", "slot_offset"]
+__all__ = ["CODEC", "USED_SLOTS", "FastReader", "flow_key", "slot_offset"]
 
 #: (class name, slot) of every shared slot this module uses, as looked up at import.
 USED_SLOTS = []
@@ -157,43 +160,10 @@ cdef Py_ssize_t M_CLIENT_ID = _offset(_Connection, "client_id")
 cdef Py_ssize_t M_VERSION = _offset(_Connection, "version")
 cdef Py_ssize_t M_VERSION_SOURCE = _offset(_Connection, "version_source")
 
-# Record: its fields, in order, with their defaults.
-cdef enum:
-    F_KIND = 0
-    F_CAPTURE, F_TS, F_FRAME, F_CONNECTION_ID, F_DIRECTION, F_SRC_IP, F_SRC_PORT,
-    F_DST_IP, F_DST_PORT, F_STREAM_OFFSET, F_LENGTH, F_CLIENT_ID, F_PROTOCOL_VERSION,
-    F_PACKET_TYPE, F_FLAGS, F_QOS, F_RETAIN, F_DUP, F_PACKET_ID, F_TOPIC, F_TOPIC_FROM_ALIAS,
-    F_TOPIC_FILTERS, F_PAYLOAD_LENGTH, F_PAYLOAD, F_REASON_CODE, F_REASON_CODES,
-    F_PROPERTIES, F_PACKET, F_ERROR, F_ERROR_OFFSET, F_END_REASON, F_VERSION_SOURCE,
-    F_TRANSPORT
-    NFIELDS  # 34
-
-# The F_* order spelled out: must be shared_slots.RECORD_FIELDS (checked at import).
-_RECORD_FIELDS = (
-    "kind", "capture", "ts", "frame", "connection_id", "direction", "src_ip", "src_port",
-    "dst_ip", "dst_port", "stream_offset", "length", "client_id", "protocol_version",
-    "packet_type", "flags", "qos", "retain", "dup", "packet_id", "topic",
-    "topic_from_alias", "topic_filters", "payload_length", "payload", "reason_code",
-    "reason_codes", "properties", "packet", "error", "error_offset", "end_reason",
-    "version_source", "transport",
-)
-
-
-cdef int _check_record() except -1:
-    fields = dataclasses.fields(Record)
-    if _RECORD_FIELDS != RECORD_FIELDS:
-        raise ImportError("the F_* order here is not shared_slots.RECORD_FIELDS")
-    if tuple(f.name for f in fields) != _RECORD_FIELDS:
-        raise ImportError("Record's fields are not the ones this module fills")
-    for f in fields[2:]:
-        if f.default is not (False if f.name == "topic_from_alias" else None):
-            raise ImportError(f"Record.{f.name} has an unexpected default")
-    return 0
-
-
-_check_record()
+# Record: its fields (record_c.pxd), checked against Record and shared_slots.
+check_record(Record, RECORD_FIELDS)
 cdef Py_ssize_t R_OFF[NFIELDS]
-for _i, _name in enumerate(_RECORD_FIELDS):
+for _i, _name in enumerate(field_names()):
     R_OFF[_i] = _offset(Record, _name)
 cdef PyTypeObject* RECORD_TYPE = <PyTypeObject*>Record
 
@@ -206,164 +176,17 @@ cdef tuple _NAMES = PACKET_NAMES
 cdef object _DECODING_MODE = _DECODING
 
 
-cdef object _new_record(PyObject** v):
-    """A Record with the field values ``v[0:NFIELDS]`` (borrowed), as Record(...) makes."""
-    cdef object rec = PyType_GenericAlloc(RECORD_TYPE, 0)
-    cdef char* base = <char*><PyObject*>rec
-    cdef int i
-    for i in range(NFIELDS):
-        Py_XINCREF(v[i])
-        (<PyObject**>(base + R_OFF[i]))[0] = v[i]
-    return rec
-
-
-# ---------------------------------------------------------------------------------------
-# Bytes
-
-
-cdef inline uint32_t _be16(const uint8_t* p) noexcept:
-    return (<uint32_t>p[0] << 8) | p[1]
-
-
-cdef inline uint32_t _be32(const uint8_t* p) noexcept:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline uint32_t _u32(const uint8_t* p, bint big) noexcept:
-    if big:
-        return _be32(p)
-    return (<uint32_t>p[3] << 24) | (<uint32_t>p[2] << 16) | (<uint32_t>p[1] << 8) | p[0]
-
-
-# ---------------------------------------------------------------------------------------
-# Link layer, IP and TCP: the common case only (link.py decides everything else)
-
-
-ctypedef struct _Seg:
-    int alen  # 4 or 16
-    const uint8_t* src
-    const uint8_t* dst
-    uint32_t sport, dport, seq, ack, flags
-    const uint8_t* payload
-    Py_ssize_t caplen  # captured payload bytes
-    Py_ssize_t wire_len  # payload bytes on the wire
-
-
-cdef inline bint _tcp(const uint8_t* d, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t wire_end,
-                      _Seg* s) noexcept:
-    cdef Py_ssize_t hlen
-    if end - pos < 20:
-        return False
-    hlen = (d[pos + 12] >> 4) * 4
-    if hlen < 20 or pos + hlen > end:
-        return False
-    s.sport = _be16(d + pos)
-    s.dport = _be16(d + pos + 2)
-    s.seq = _be32(d + pos + 4)
-    s.ack = _be32(d + pos + 8)
-    s.flags = d[pos + 13]
-    s.payload = d + pos + hlen
-    s.caplen = end - pos - hlen
-    s.wire_len = wire_end - pos - hlen
-    return True
-
-
-cdef inline bint _ipv4(const uint8_t* d, Py_ssize_t n, Py_ssize_t pos, _Seg* s) noexcept:
-    cdef Py_ssize_t ihl, total, wire_end, end
-    if n - pos < 20 or d[pos] >> 4 != 4:
-        return False
-    ihl = (d[pos] & 0x0F) * 4
-    total = _be16(d + pos + 2)
-    if ihl < 20 or (total and total < ihl):
-        return False
-    # As link.py: a total length of 0 (segmentation offload) means what was captured.
-    wire_end = pos + total if total else n
-    end = wire_end if wire_end < n else n
-    # Not TCP, or a fragment (MF flag or fragment offset): link.py's business.
-    if pos + ihl > end or d[pos + 9] != 6 or _be16(d + pos + 6) & 0x3FFF:
-        return False
-    s.alen = 4
-    s.src = d + pos + 12
-    s.dst = d + pos + 16
-    return _tcp(d, pos + ihl, end, wire_end, s)
-
-
-cdef inline bint _ipv6(const uint8_t* d, Py_ssize_t n, Py_ssize_t pos, _Seg* s) noexcept:
-    cdef Py_ssize_t plen, wire_end, end
-    if n - pos < 40 or d[pos] >> 4 != 6 or d[pos + 6] != 6:  # extension headers: link.py
-        return False
-    plen = _be16(d + pos + 4)
-    wire_end = pos + 40 + plen if plen else n
-    end = wire_end if wire_end < n else n
-    s.alen = 16
-    s.src = d + pos + 8
-    s.dst = d + pos + 24
-    return _tcp(d, pos + 40, end, wire_end, s)
-
-
-cdef inline bint _by_ethertype(const uint8_t* d, Py_ssize_t n, uint32_t ethertype,
-                               Py_ssize_t pos, _Seg* s) noexcept:
-    if ethertype == 0x0800:
-        return _ipv4(d, n, pos, s)
-    if ethertype == 0x86DD:
-        return _ipv6(d, n, pos, s)
-    return False
-
-
-cdef bint _parse(const uint8_t* d, Py_ssize_t n, int linktype, _Seg* s) noexcept:
-    """The TCP segment in a frame, into ``s``: True in the common case that link.py
-    parses the same way; False for everything else (which goes to link.py)."""
-    cdef uint32_t ethertype, family
-    cdef Py_ssize_t pos
-    if linktype == 1:  # Ethernet, with any number of VLAN tags
-        if n < 14:
-            return False
-        ethertype = _be16(d + 12)
-        pos = 14
-        while ethertype == 0x8100 or ethertype == 0x88A8 or ethertype == 0x9100:
-            if n - pos < 4:
-                return False
-            ethertype = _be16(d + pos + 2)
-            pos += 4
-        return _by_ethertype(d, n, ethertype, pos, s)
-    if linktype == 113:  # Linux SLL
-        return n >= 16 and _by_ethertype(d, n, _be16(d + 14), 16, s)
-    if linktype == 276:  # Linux SLL2
-        return n >= 20 and _by_ethertype(d, n, _be16(d), 20, s)
-    if linktype == 101 or linktype == 12 or linktype == 14:  # raw IP
-        if n < 1:
-            return False
-        if d[0] >> 4 == 4:
-            return _ipv4(d, n, 0, s)
-        return _ipv6(d, n, 0, s)
-    if linktype == 228:
-        return _ipv4(d, n, 0, s)
-    if linktype == 229:
-        return _ipv6(d, n, 0, s)
-    if linktype == 0 or linktype == 108:  # BSD null / OpenBSD loopback
-        if n < 4:
-            return False
-        family = _be32(d)
-        if family == 2 or family == 2 << 24:
-            return _ipv4(d, n, 4, s)
-        if (family == 10 or family == 24 or family == 28 or family == 30
-                or family == 10 << 24 or family == 24 << 24 or family == 28 << 24
-                or family == 30 << 24):
-            return _ipv6(d, n, 4, s)
-    return False
-
-
 def flow_key(int linktype, data):
     """The key of the TCP connection of the frame ``data`` (of link type ``linktype``):
     its two ends (address and port) in a fixed order, the same both ways, as
     :func:`mqttwire.spark.split.flow_key` makes it from link.py's segment; None when
-    the frame is not the common case that :func:`_parse` reads the way link.py does
+    the frame is not the common case that :func:`parse_frame` reads the way link.py does
     (then link.py must say what it is)."""
     cdef const uint8_t[::1] view = data
-    cdef _Seg s
+    cdef Seg s
     cdef Py_ssize_t n = view.shape[0]
     cdef bytes a, b
-    if n == 0 or not _parse(&view[0], n, linktype, &s):
+    if n == 0 or not parse_frame(&view[0], n, linktype, &s):
         return None
     a = (<const char*>s.src)[:s.alen] + bytes(((s.sport >> 8) & 0xFF, s.sport & 0xFF))
     b = (<const char*>s.dst)[:s.alen] + bytes(((s.dport >> 8) & 0xFF, s.dport & 0xFF))
@@ -383,53 +206,8 @@ ctypedef struct _Slot:
 
 cdef enum:
     CACHE_BITS = 12
-    MAX_IFACES = 16
 
-ctypedef struct _Iface:
-    bint fast  # its timestamps convert in 64 bits (mul, div, shift, offset all fit)
-    int linktype
-    int64_t mul, div, offset_ns
-    int shift
-
-
-
-cdef Py_ssize_t _load_ifaces(_Iface* table, interfaces) except -1:
-    """Copy a pcapng section's interfaces (pcap._Interface) into ``table`` (MAX_IFACES
-    entries): each link type and, when they fit in 64 bits, its time conversion's terms.
-    Returns how many interfaces the section has."""
-    cdef _Iface* it
-    cdef Py_ssize_t i, n = len(interfaces)
-    for i in range(min(n, MAX_IFACES)):
-        iface = interfaces[i]
-        it = &table[i]
-        it.linktype = iface.linktype
-        it.fast = all(type(v) is int and -(1 << 62) < v < (1 << 62)
-                      for v in (iface.mul, iface.div, iface.offset_ns, iface.shift))
-        if it.fast:
-            it.mul, it.div, it.offset_ns = iface.mul, iface.div, iface.offset_ns
-            it.shift = iface.shift
-            it.fast = it.mul > 0 and it.div > 0 and 0 <= it.shift < 64
-    return n
-
-
-cdef inline bint _epb_ns(const _Iface* it, const uint8_t* h, bint big, int64_t* ns) noexcept:
-    """The time of the Enhanced Packet Block at ``h``, captured on ``it``, in ns, as
-    _Interface.ns computes it, into ``ns``; False when that does not fit in 64 bits (the
-    caller hands the block to the pure reader).  units * mul never exceeds 2**61."""
-    cdef uint64_t units = (<uint64_t>_u32(h + 12, big) << 32) | _u32(h + 16, big)
-    cdef int64_t ts
-    if not it.fast or units > <uint64_t>(INT64_MAX // 4 // it.mul):
-        return False
-    if it.shift:
-        ts = (<int64_t>units * it.mul) >> it.shift
-    else:
-        ts = <int64_t>units * it.mul // it.div
-    if not -(1LL << 61) < ts + it.offset_ns < (1LL << 61):
-        return False
-    ns[0] = ts + it.offset_ns
-    return True
-
-cdef inline uint64_t _hash(_Seg* s) noexcept:
+cdef inline uint64_t _hash(Seg* s) noexcept:
     cdef uint64_t h = 1469598103934665603ULL
     cdef int i
     for i in range(s.alen):
@@ -444,9 +222,6 @@ cdef inline uint64_t _hash(_Seg* s) noexcept:
 
 cdef enum:
     ST_START, ST_PCAP, ST_PCAPNG, ST_DONE
-
-
-cdef class PacketColumns  # below: the columnar output of FastReader.fill
 
 
 cdef class FastReader:
@@ -473,7 +248,7 @@ cdef class FastReader:
     cdef bint section_seen  # pcapng: as _Pcapng.section_seen
     cdef int linktype
     cdef bint big  # pcapng: the section's byte order is big-endian
-    cdef _Iface ifaces[MAX_IFACES]
+    cdef Iface ifaces[MAX_IFACES]
     cdef Py_ssize_t n_ifaces
     cdef _Slot* cache
     # the framing of the current segment: (start, first byte, size) per packet
@@ -646,7 +421,7 @@ cdef class FastReader:
                 return False
             self._reload()
         h = self.p + self.pos
-        caplen = _u32(h + 8, self.big)
+        caplen = u32(h + 8, self.big)
         if caplen > MAX_FRAME:
             raise _pcap_implausible(self.src, self.base + self.pos, caplen)
         if self.pos + 16 + <Py_ssize_t>caplen > self.n:
@@ -654,8 +429,8 @@ cdef class FastReader:
             self._reload()
             h = self.p
         self.index += 1
-        self.ts = PyLong_FromLongLong(<int64_t>_u32(h, self.big) * 1_000_000_000
-                                      + <int64_t>_u32(h + 4, self.big) * self.scale)
+        self.ts = PyLong_FromLongLong(<int64_t>u32(h, self.big) * 1_000_000_000
+                                      + <int64_t>u32(h + 4, self.big) * self.scale)
         start = self.pos + 16
         self.pos = start + caplen
         self._process(start, caplen, self.linktype)
@@ -666,7 +441,7 @@ cdef class FastReader:
         ng = self.ng
         self.big = ng.endian == ">"
         self.section_seen = ng.section_seen
-        self.n_ifaces = _load_ifaces(self.ifaces, ng.interfaces)
+        self.n_ifaces = load_ifaces(self.ifaces, ng.interfaces)
         return 0
 
     cdef bint _pcapng_block(self) except -1:
@@ -676,18 +451,18 @@ cdef class FastReader:
         in 64 bits), goes to ``_Pcapng.block``, which raises the errors."""
         cdef const uint8_t* h = self.p + self.pos
         cdef uint32_t total, caplen, if_id
-        cdef _Iface* it
+        cdef Iface* it
         cdef int64_t ts
         if self.n - self.pos >= 32 and self.section_seen:
-            total = _u32(h + 4, self.big)
-            if (_u32(h, self.big) == 6 and total >= 32 and not total & 3
+            total = u32(h + 4, self.big)
+            if (u32(h, self.big) == 6 and total >= 32 and not total & 3
                     and total <= MAX_FRAME and total <= self.n - self.pos
-                    and _u32(h + total - 4, self.big) == total):
-                if_id = _u32(h + 8, self.big)
-                caplen = _u32(h + 20, self.big)
+                    and u32(h + total - 4, self.big) == total):
+                if_id = u32(h + 8, self.big)
+                caplen = u32(h + 20, self.big)
                 if if_id < self.n_ifaces and if_id < MAX_IFACES and caplen <= total - 32:
                     it = &self.ifaces[if_id]
-                    if _epb_ns(it, h, self.big, &ts):
+                    if epb_ns(it, h, self.big, &ts):
                         self.index += 1
                         self.ts = PyLong_FromLongLong(ts)
                         self.pos += total
@@ -713,8 +488,8 @@ cdef class FastReader:
 
     cdef int _process(self, Py_ssize_t start, Py_ssize_t caplen, int linktype) except -1:
         """Process the frame at p[start:start + caplen] (number ``index``, time ``ts``)."""
-        cdef _Seg seg
-        if not _parse(self.p + start, caplen, linktype, &seg) or not self._segment(&seg):
+        cdef Seg seg
+        if not parse_frame(self.p + start, caplen, linktype, &seg) or not self._segment(&seg):
             self._sync_frame()
             _frame(self.handler, self.index, self.ts, linktype,
                    self.view[start : start + caplen])
@@ -732,7 +507,7 @@ cdef class FastReader:
         self.tcp_frame = self.index
         self.frame_dirty = True
 
-    cdef object _stream(self, _Seg* s):
+    cdef object _stream(self, Seg* s):
         """The live TcpStream of the segment's 4-tuple, or None (unknown or ended: the
         reassembler decides)."""
         cdef _Slot* slot = &self.cache[_hash(s) & ((1 << CACHE_BITS) - 1)]
@@ -761,7 +536,7 @@ cdef class FastReader:
             return None
         return st
 
-    cdef bint _segment(self, _Seg* s) except -1:
+    cdef bint _segment(self, Seg* s) except -1:
         """TcpReassembler.add and MqttStreams.on_data for a segment without SYN, FIN or
         RST that is the next in-order data of a decoding MQTT direction, or no data at
         all, or of an ignored connection: True if done here; False, with nothing
@@ -1047,584 +822,9 @@ cdef class FastReader:
                 else:  # PINGREQ, PINGRESP
                     v[F_PACKET_ID] = v[F_REASON_CODE] = v[F_PROPERTIES] = Py_None
             if self.sink is None:
-                out.append(_new_record(v))
+                out.append(new_record(RECORD_TYPE, R_OFF, v))
             else:
                 if PyList_GET_SIZE(out):
                     self._drain()
                 self.sink.fast_record(v)
         return 0
-
-
-
-# ---------------------------------------------------------------------------------------
-# A split capture's range as a pcapng section per connection (sections.py; the pure
-# twin: sections.sections_pure)
-
-
-cdef inline void _le32(uint8_t* p, uint32_t v) noexcept:
-    p[0] = v & 0xFF
-    p[1] = (v >> 8) & 0xFF
-    p[2] = (v >> 16) & 0xFF
-    p[3] = v >> 24
-
-
-cdef class _Packed:
-    """One connection's frames of a range (as sections.Piece): the EPBs, the frames'
-    numbers (int64, native order), the link types in interface order."""
-
-    cdef bytearray body
-    cdef bytearray numbers
-    cdef list linktypes
-    cdef int piece
-    cdef int last_linktype
-    cdef uint32_t last_iface
-
-    def __cinit__(self, int piece):
-        self.body = bytearray()
-        self.numbers = bytearray()
-        self.linktypes = []
-        self.piece = piece
-        self.last_linktype = -1
-        self.last_iface = 0
-
-    cdef int add(self, int64_t number, int64_t ts, int linktype, const uint8_t* d,
-                 Py_ssize_t n) except -1:
-        cdef Py_ssize_t pad = -n & 3
-        cdef Py_ssize_t total = 32 + n + pad
-        cdef Py_ssize_t old = PyByteArray_GET_SIZE(self.body)
-        cdef uint8_t* p
-        if linktype != self.last_linktype:
-            if linktype in self.linktypes:
-                self.last_iface = self.linktypes.index(linktype)
-            else:
-                self.last_iface = len(self.linktypes)
-                self.linktypes.append(linktype)
-            self.last_linktype = linktype
-        PyByteArray_Resize(self.body, old + total)
-        p = <uint8_t*>PyByteArray_AS_STRING(self.body) + old
-        _le32(p, 6)
-        _le32(p + 4, <uint32_t>total)
-        _le32(p + 8, self.last_iface)
-        _le32(p + 12, <uint32_t>(<uint64_t>ts >> 32))
-        _le32(p + 16, <uint32_t>(<uint64_t>ts & 0xFFFFFFFFULL))
-        _le32(p + 20, <uint32_t>n)
-        _le32(p + 24, <uint32_t>n)
-        memcpy(p + 28, d, n)
-        memset(p + 28 + n, 0, pad)
-        _le32(p + 28 + n + pad, <uint32_t>total)
-        old = PyByteArray_GET_SIZE(self.numbers)
-        PyByteArray_Resize(self.numbers, old + 8)
-        memcpy(PyByteArray_AS_STRING(self.numbers) + old, &number, 8)
-        return 0
-
-
-cdef class SectionPacker:
-    """The compiled loop of :func:`mqttwire.capture.sections.range_sections`: the frames
-    of one range, fed as the file's bytes (:meth:`feed`), gathered by connection as
-    ``sections.sections_pure`` gathers read_range's frames.  It reads classic pcap records
-    (``ng`` false: the file's byte order, time resolution and link type) or plain
-    Enhanced Packet Blocks (``ng``: the section's byte order and ``interfaces``, the
-    pcap.py interfaces after the head); anything else makes :meth:`feed` return -1, and
-    the caller reads the range with the pure loop.  ``other(linktype, data)``: the key
-    of a frame the compiled parser does not read (link.py's), or None."""
-
-    cdef bint ng, big
-    cdef int64_t scale
-    cdef int linktype
-    cdef _Iface ifaces[MAX_IFACES]
-    cdef Py_ssize_t n_ifaces
-    cdef int64_t end, size, piece_bytes, number, ts
-    cdef bint have_ts
-    cdef readonly long long count, last_parsed
-    cdef readonly object next
-    cdef readonly bint done
-    cdef dict pieces
-    cdef list ready
-    cdef object other
-
-    def __init__(self, bint ng, bint big, bint nanos, int linktype, interfaces,
-                 int64_t end, int64_t size, int64_t piece_bytes, other):
-        self.ng, self.big = ng, big
-        self.scale = 1 if nanos else 1000
-        self.linktype = linktype
-        self.n_ifaces = _load_ifaces(self.ifaces, interfaces)
-        self.end, self.size, self.piece_bytes = end, size, piece_bytes
-        self.count = self.last_parsed = 0
-        self.next = None
-        self.done = False
-        self.have_ts = False
-        self.pieces = {}
-        self.ready = []
-        self.other = other
-
-    def __repr__(self):
-        return (f"SectionPacker({'pcapng' if self.ng else 'pcap'}, frames={self.count}, "
-                f"connections={len(self.pieces)}, done={self.done})")
-
-    @property
-    def last_ts(self):
-        """The time of the last frame read (ns), None before the first."""
-        return self.ts if self.have_ts else None
-
-    def feed(self, data, int64_t base):
-        """Read the records or blocks that begin in ``data`` (whose first byte is the
-        file's byte ``base``, the start of a record or block): the number of bytes used
-        (the start of the first not whole in ``data``), or -1 for one this loop does
-        not read.  ``done`` once the range's last frame is read."""
-        cdef const uint8_t[::1] view = data
-        cdef Py_ssize_t n = view.shape[0]
-        cdef Py_ssize_t pos = 0
-        cdef const uint8_t* p
-        cdef const uint8_t* h
-        cdef uint32_t caplen, total, if_id
-        cdef int64_t ts, after
-        cdef _Iface* it
-        if self.done:
-            return 0
-        if n == 0:
-            return 0
-        p = &view[0]
-        while True:
-            if self.ng:
-                if base + pos >= self.end or base + pos == self.size:
-                    self.next = base + pos
-                    self.done = True
-                    return pos
-                if n - pos < 8:
-                    return pos
-                h = p + pos
-                total = _u32(h + 4, self.big)
-                if _u32(h, self.big) != 6 or total < 32 or total & 3 or total > MAX_FRAME:
-                    return -1
-                if total > n - pos:
-                    return pos
-                if _u32(h + total - 4, self.big) != total:
-                    return -1
-                if_id = _u32(h + 8, self.big)
-                caplen = _u32(h + 20, self.big)
-                if if_id >= self.n_ifaces or if_id >= MAX_IFACES or caplen > total - 32:
-                    return -1
-                it = &self.ifaces[if_id]
-                if not _epb_ns(it, h, self.big, &ts):
-                    return -1
-                self.count += 1
-                if self._frame(h + 28, caplen, it.linktype, ts, data, pos + 28) < 0:
-                    return -1
-                pos += total
-            else:
-                if n - pos < 16:
-                    return pos
-                h = p + pos
-                caplen = _u32(h + 8, self.big)
-                if caplen > MAX_FRAME:
-                    return -1
-                if pos + 16 + <Py_ssize_t>caplen > n:
-                    return pos
-                ts = (<int64_t>_u32(h, self.big) * 1_000_000_000
-                      + <int64_t>_u32(h + 4, self.big) * self.scale)
-                self.count += 1
-                if self._frame(h + 16, caplen, self.linktype, ts, data, pos + 16) < 0:
-                    return -1
-                pos += 16 + caplen
-                after = base + pos
-                if after >= self.end or after == self.size:
-                    self.next = after
-                    self.done = True
-                    return pos
-
-    cdef int _frame(self, const uint8_t* d, Py_ssize_t caplen, int linktype, int64_t ts,
-                    object data, Py_ssize_t start) except -2:
-        """Frame number ``count``: its connection's piece gets it; -1 where the pure
-        loop must decide (a frame that does not fit a pcapng block)."""
-        cdef _Seg s
-        cdef uint8_t a[18]
-        cdef uint8_t b[18]
-        cdef uint8_t k[36]
-        cdef int half
-        cdef _Packed piece
-        self.ts = ts
-        self.have_ts = True
-        if caplen and _parse(d, caplen, linktype, &s):
-            half = s.alen + 2
-            memcpy(a, s.src, s.alen)
-            a[s.alen] = (s.sport >> 8) & 0xFF
-            a[s.alen + 1] = s.sport & 0xFF
-            memcpy(b, s.dst, s.alen)
-            b[s.alen] = (s.dport >> 8) & 0xFF
-            b[s.alen + 1] = s.dport & 0xFF
-            if memcmp(a, b, half) <= 0:
-                memcpy(k, a, half)
-                memcpy(k + half, b, half)
-            else:
-                memcpy(k, b, half)
-                memcpy(k + half, a, half)
-            key = PyBytes_FromStringAndSize(<const char*>k, 2 * half)
-        else:
-            key = self.other(linktype, memoryview(data)[start : start + caplen])
-            if key is None:
-                return 0
-        self.last_parsed = self.count
-        if ts < 0 or caplen > MAX_FRAME - 64:
-            return -1
-        found = self.pieces.get(key)
-        if found is None:
-            piece = _Packed(0)
-            self.pieces[key] = piece
-        else:
-            piece = <_Packed>found
-        piece.add(self.count, ts, linktype, d, caplen)
-        if PyByteArray_GET_SIZE(piece.body) >= self.piece_bytes:
-            self.ready.append((key, piece))
-            self.pieces[key] = _Packed(piece.piece + 1)
-        return 0
-
-    def sections(self, section):
-        """The sections, in the pure loop's order: (key, piece, numbers, section),
-        ``section(linktypes, body)`` making the pcapng section."""
-        cdef _Packed piece
-        out = []
-        for key, piece in self.ready:
-            out.append((key, piece.piece, bytes(piece.numbers),
-                        section(piece.linktypes, piece.body)))
-        for key, piece in self.pieces.items():
-            if PyByteArray_GET_SIZE(piece.numbers):
-                out.append((key, piece.piece, bytes(piece.numbers),
-                            section(piece.linktypes, piece.body)))
-        return out
-
-
-# ---------------------------------------------------------------------------------------
-# Columns: the packets table's Arrow buffers, filled from each record's fields without a
-# Record object (mqttwire/capture/arrow.py assembles them; the spark pipeline's tasks use
-# them through mqttwire/spark/columnar.py)
-
-#: The value kinds of a column, one byte each (as spark/columns_c.KINDS): int8, int32,
-#: int64, timestamp in microseconds from nanoseconds, bool, double, string, binary; "o"
-#: keeps the Python values in a list (the list columns, which only rare packets fill).
-COLUMN_KINDS = b"bilt?dsyo"
-
-# What a column holds beyond its field's value.
-cdef enum:
-    AS_FIELD = 0  # the field's value
-    AS_PACKET_ONLY = 1  # the value for packet records, else null (topic_from_alias)
-    AS_JSON = 2  # the field's value through the json callable, None staying null
-
-# The function a deriver offers (a capsule named TAKE_CAPSULE): take a record's fields
-# (RECORD_FIELDS order) into the derived tables, 1 if taken, 0 to have tables.add take
-# the record itself; -1 with an exception set.
-ctypedef int (*_take_fn)(object deriver, object tables, PyObject** v) except -1
-TAKE_CAPSULE = b"mqttwire.spark.derive_c.take"
-cdef const char* _TAKE_NAME = "mqttwire.spark.derive_c.take"
-
-cdef extern from "Python.h":
-    void* PyCapsule_GetPointer(object capsule, const char* name) except? NULL
-    object PyCapsule_New(void* pointer, const char* name, void* destructor)
-    double PyFloat_AS_DOUBLE(object value)
-
-#: The name of :func:`row_capsule`'s capsule.
-ROW_CAPSULE = b"mqttwire.capture.loop_c.row"
-cdef const char* _ROW_NAME = "mqttwire.capture.loop_c.row"
-
-
-ctypedef struct _Col:
-    char kind
-    int field
-    int how
-    Py_ssize_t nulls
-    uint8_t* valid
-    char* values  # fixed-width values, or a bool bitmap
-    int32_t* offs
-    char* data  # string or binary bytes
-    Py_ssize_t used, room  # of data
-
-
-cdef int _grow_to(void** p, Py_ssize_t size) except -1:
-    cdef void* q = PyMem_Realloc(p[0], size if size > 0 else 1)
-    if q == NULL:
-        raise MemoryError()
-    p[0] = q
-    return 0
-
-
-cdef inline int _width(char kind) noexcept:
-    return 1 if kind == b"b" else 4 if kind == b"i" else 8
-
-
-cdef class PacketColumns:
-    """The rows of a table of records (the packets table), column by column, in Arrow's
-    buffer layouts: ``columns[c]`` is (field name, kind byte, how) with ``how`` 0 for the
-    field's value, 1 for the value of packet records only (null for others) and 2 for
-    the value through ``json`` (None staying null); or (column name, kind byte, 0,
-    index) for a row of other values than a record's, ``index`` its place in the array
-    of values that :func:`row_capsule`'s function takes (the derived messages table's
-    columns, filled by mqttwire/spark/derive_c.pyx).  The compiled loop fills it as it
-    decodes (:meth:`FastReader.fill`), from the same values it would put in a Record; a
-    record made by the pure code is taken by :meth:`add_record`.
-
-    With ``tables`` and a deriver (:meth:`derive_into`), every record (kind "end" too,
-    which has no row) is also given to the derived tables: to the deriver's compiled
-    function first, else, as a Record, to ``tables.add``.  :attr:`fallbacks` counts the
-    records of the fast path that had to be made as Records for ``tables.add``;
-    :attr:`side` the records that the pure code made."""
-
-    cdef _Col* cols
-    cdef Py_ssize_t ncols, n, cap
-    cdef list objects  # per "o" column: {row: value}
-    cdef object json
-    cdef object tables, deriver
-    cdef _take_fn take
-    cdef readonly long long fallbacks, side, fast, packets
-    cdef readonly tuple names
-
-    def __cinit__(self):
-        self.cols = NULL
-
-    def __init__(self, columns, json=None):
-        cdef Py_ssize_t c
-        cdef _Col* col
-        columns = list(columns)
-        self.ncols = len(columns)
-        self.cols = <_Col*>PyMem_Realloc(NULL, sizeof(_Col) * max(self.ncols, 1))
-        if self.cols == NULL:
-            raise MemoryError()
-        memset(self.cols, 0, sizeof(_Col) * max(self.ncols, 1))
-        self.objects = []
-        self.json = json
-        names = []
-        for c, spec in enumerate(columns):
-            name, kind, how = spec[:3]
-            col = &self.cols[c]
-            if len(kind) != 1 or kind not in COLUMN_KINDS:
-                raise ValueError(f"column {name}: kind {kind!r} is not one of {COLUMN_KINDS!r}")
-            if len(spec) == 4:
-                if not 0 <= spec[3] < 64 or how != AS_FIELD:
-                    raise ValueError(f"column {name}: a value index from 0 to 63, taken as it is")
-                col.field = spec[3]
-            elif name not in _RECORD_FIELDS:
-                raise ValueError(f"column {name}: not a Record field")
-            else:
-                col.field = _RECORD_FIELDS.index(name)
-            if how == AS_JSON and json is None:
-                raise ValueError(f"column {name}: no json callable")
-            col.kind = (<bytes>kind)[0]
-            col.how = how
-            names.append(name)
-            self.objects.append({})
-        self.names = tuple(names)
-        self._room(1024)
-
-    def __dealloc__(self):
-        cdef Py_ssize_t c
-        if self.cols != NULL:
-            for c in range(self.ncols):
-                PyMem_Free(self.cols[c].valid)
-                PyMem_Free(self.cols[c].values)
-                PyMem_Free(self.cols[c].offs)
-                PyMem_Free(self.cols[c].data)
-            PyMem_Free(self.cols)
-
-    def __len__(self):
-        return self.n
-
-    def derive_into(self, tables, deriver, capsule):
-        """Give every record to ``tables`` as well: to ``capsule``'s function (named
-        TAKE_CAPSULE) with ``deriver`` first, else to ``tables.add``.  None: to none."""
-        if tables is None:
-            self.tables = self.deriver = None
-            self.take = NULL
-            return
-        self.take = <_take_fn>PyCapsule_GetPointer(capsule, _TAKE_NAME)
-        self.tables = tables
-        self.deriver = deriver
-
-    cdef int _room(self, Py_ssize_t cap) except -1:
-        cdef Py_ssize_t c
-        cdef _Col* col
-        for c in range(self.ncols):
-            col = &self.cols[c]
-            if col.kind == b"o":
-                continue
-            _grow_to(<void**>&col.valid, (cap + 7) // 8)
-            if col.kind == b"s" or col.kind == b"y":
-                _grow_to(<void**>&col.offs, (cap + 1) * 4)
-                col.offs[0] = 0
-            elif col.kind == b"?":
-                _grow_to(<void**>&col.values, (cap + 7) // 8)
-            else:
-                _grow_to(<void**>&col.values, cap * _width(col.kind))
-        self.cap = cap
-        return 0
-
-    cdef int _data(self, _Col* col, const char* p, Py_ssize_t size) except -1:
-        cdef Py_ssize_t need = col.used + size
-        if size > INT32_MAX - col.used:  # 32-bit offsets: the caller takes smaller batches
-            raise OverflowError("more than 2 GiB of bytes in one column of a batch")
-        if need > col.room:
-            col.room = max(need, 2 * col.room, 65536)
-            _grow_to(<void**>&col.data, col.room)
-        memcpy(col.data + col.used, p, size)
-        col.used = need
-        return 0
-
-    cdef int row(self, PyObject** v) except -1:
-        """Append the row of the record whose fields are ``v`` (RECORD_FIELDS order)."""
-        cdef Py_ssize_t i = self.n, c, size
-        cdef _Col* col
-        cdef PyObject* x
-        cdef long long y
-        cdef int overflow
-        cdef const char* p
-        cdef uint8_t bit = 1 << (i & 7)
-        cdef Py_ssize_t byte = i >> 3
-        if i == self.cap:
-            self._room(2 * self.cap)
-        if v[F_KIND] == <PyObject*>_PACKET or _is_str(v[F_KIND], "packet"):
-            self.packets += 1
-        for c in range(self.ncols):
-            col = &self.cols[c]
-            x = v[col.field]
-            if col.how == AS_PACKET_ONLY and not (
-                    v[F_KIND] == <PyObject*>_PACKET or _is_str(v[F_KIND], "packet")):
-                x = NULL
-            if col.kind == b"o":
-                if x != NULL and x != Py_None:
-                    (<dict>PyList_GET_ITEM(self.objects, c))[i] = <object>x
-                continue
-            if bit == 1:
-                col.valid[byte] = 0
-                if col.kind == b"?":
-                    col.values[byte] = 0
-            if x == NULL or x == Py_None:
-                col.nulls += 1
-                if col.offs != NULL:
-                    col.offs[i + 1] = <int32_t>col.used
-                elif col.kind != b"?":
-                    memset(col.values + i * _width(col.kind), 0, _width(col.kind))
-                continue
-            col.valid[byte] |= bit
-            if col.how == AS_JSON:
-                text = self.json(<object>x)
-                if text is None:
-                    col.valid[byte] &= ~bit
-                    col.nulls += 1
-                    col.offs[i + 1] = <int32_t>col.used
-                    continue
-                p = PyUnicode_AsUTF8AndSize(text, &size)
-                self._data(col, p, size)
-                col.offs[i + 1] = <int32_t>col.used
-            elif col.kind == b"s":
-                if type(<object>x) is not str:
-                    raise TypeError(f"{self.names[c]}: not a str")
-                p = PyUnicode_AsUTF8AndSize(<object>x, &size)
-                self._data(col, p, size)
-                col.offs[i + 1] = <int32_t>col.used
-            elif col.kind == b"y":
-                if type(<object>x) is not bytes:
-                    raise TypeError(f"{self.names[c]}: not bytes")
-                self._data(col, PyBytes_AS_STRING(<object>x), PyBytes_GET_SIZE(<object>x))
-                col.offs[i + 1] = <int32_t>col.used
-            elif col.kind == b"?":
-                if x == Py_True:
-                    col.values[byte] |= bit
-                elif x != Py_False:
-                    raise TypeError(f"{self.names[c]}: not a bool")
-            elif col.kind == b"d":
-                if type(<object>x) is not float:
-                    raise TypeError(f"{self.names[c]}: not a float")
-                (<double*>col.values)[i] = PyFloat_AS_DOUBLE(<object>x)
-            else:
-                if type(<object>x) is not int:
-                    raise TypeError(f"{self.names[c]}: not an int")
-                y = PyLong_AsLongLongAndOverflow(<object>x, &overflow)
-                if overflow:
-                    raise OverflowError(f"{self.names[c]}: out of range")
-                if col.kind == b"b":
-                    if y < -128 or y > 127:
-                        raise OverflowError(f"{self.names[c]}: out of range")
-                    (<int8_t*>col.values)[i] = <int8_t>y
-                elif col.kind == b"i":
-                    if y < -2147483648 or y > 2147483647:
-                        raise OverflowError(f"{self.names[c]}: out of range")
-                    (<int32_t*>col.values)[i] = <int32_t>y
-                elif col.kind == b"t":
-                    # Nanoseconds to microseconds, rounded down as Python's // does.
-                    (<int64_t*>col.values)[i] = y // 1000
-                else:
-                    (<int64_t*>col.values)[i] = y
-        self.n = i + 1
-        return 0
-
-    cdef int fast_record(self, PyObject** v) except -1:
-        """A record of the compiled loop, never made as a Record unless the derived
-        tables need it."""
-        self.fast += 1
-        self.row(v)
-        if self.tables is not None and not self.take(self.deriver, self.tables, v):
-            self.fallbacks += 1
-            self.tables.add(_new_record(v))
-        return 0
-
-    def add_record(self, rec):
-        """A Record (of the pure code): its row, unless it is a stream end, and its
-        derived tables' part."""
-        cdef PyObject* v[NFIELDS]
-        cdef char* base
-        cdef int i
-        if type(rec) is not Record:
-            raise TypeError("add_record takes a Record")
-        base = <char*><PyObject*>rec
-        for i in range(NFIELDS):
-            v[i] = (<PyObject**>(base + R_OFF[i]))[0]
-        self.side += 1
-        if not _is_str(v[F_KIND], "end"):
-            self.row(v)
-        if self.tables is not None and not self.take(self.deriver, self.tables, v):
-            self.tables.add(rec)
-
-    def take_buffers(self):
-        """The columns of the rows so far, and start again: for each column (null count,
-        validity bitmap or None, values, offsets or None) as bytes; for an "o" column
-        ("objects", {row: value}) of its values that are not None."""
-        cdef Py_ssize_t c, n = self.n
-        cdef _Col* col
-        out = []
-        for c in range(self.ncols):
-            col = &self.cols[c]
-            if col.kind == b"o":
-                out.append(("objects", self.objects[c]))
-                self.objects[c] = {}
-                continue
-            validity = (PyBytes_FromStringAndSize(<char*>col.valid, (n + 7) // 8)
-                        if col.nulls else None)
-            if col.offs != NULL:
-                values = PyBytes_FromStringAndSize(col.data, col.used)
-                offsets = PyBytes_FromStringAndSize(<char*>col.offs, (n + 1) * 4)
-            elif col.kind == b"?":
-                values = PyBytes_FromStringAndSize(col.values, (n + 7) // 8)
-                offsets = None
-            else:
-                values = PyBytes_FromStringAndSize(col.values, n * _width(col.kind))
-                offsets = None
-            out.append((col.nulls, validity, values, offsets))
-            col.nulls = 0
-            col.used = 0
-        self.n = 0
-        self.packets = 0
-        return out
-
-
-cdef inline bint _is_str(PyObject* value, str text) noexcept:
-    """Whether ``value`` is the str ``text`` (the same object, or an equal str)."""
-    return value == <PyObject*>text or (value != NULL and type(<object>value) is str
-                                        and <str>value == text)
-
-
-cdef int _row(object columns, PyObject** v) except -1:
-    return (<PacketColumns>columns).row(v)
-
-
-def row_capsule():
-    """The C function that appends a row to a :class:`PacketColumns`: ``int row(columns,
-    PyObject** values)``, the values in the order of its columns' indices; in a capsule
-    named ROW_CAPSULE (for the derived tables' compiled code)."""
-    return PyCapsule_New(<void*>_row, _ROW_NAME, NULL)

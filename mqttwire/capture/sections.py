@@ -11,7 +11,7 @@ within the range.
 
 Two loops do it with identical results (tests/capture/test_capture_sections.py): the
 pure one (:func:`sections_pure`, over read_range's frames) and the compiled
-one (``SectionPacker`` in :mod:`.loop_c`, over the file's bytes, with the parser of the
+one (``SectionPacker`` in :mod:`.sections_c`, over the file's bytes, with the parser of the
 compiled capture loop).  The compiled loop takes classic pcap records and plain
 Enhanced Packet Blocks; at anything else (another block, a record it cannot place, a
 time before 1970, a truncated file) the range is read again by the pure loop, which
@@ -118,7 +118,7 @@ Section = tuple[bytes, int, bytes, bytes]
 def sections_pure(read: RangeRead, out: RangeSections, piece_bytes: int
                    ) -> Iterator[tuple[bytes, int, bytes, bytes]]:
     """The reference loop of :func:`range_sections` (the compiled one: ``SectionPacker``
-    in :mod:`.loop_c`): the frames
+    in :mod:`.sections_c`): the frames
     of ``read`` gathered by connection, a section per connection and ``piece_bytes``
     (``out`` gets the range's last time, last parsed frame and problem)."""
     pieces: dict[bytes, Piece] = {}
@@ -241,7 +241,7 @@ def range_sections(f: BinaryIO, start: int, end: int, name: str | None = None,
 
 SectionPacker: Any
 try:
-    from .loop_c import SectionPacker
+    from .sections_c import SectionPacker
 except ImportError:  # not built: the pure loop
     SectionPacker = None
 

@@ -1,5 +1,5 @@
 """A decoding task's tables without a Record per packet: the compiled capture loop writes
-the packets table's Arrow buffers as it decodes (:class:`mqttwire.capture.loop_c.
+the packets table's Arrow buffers as it decodes (:class:`mqttwire.capture.arrow_c.
 PacketColumns`) and hands each packet's fields, as the array it holds them in, to the
 derived tables' compiled function (:meth:`mqttwire.spark.derive_c.Deriver.capsule`).
 
@@ -36,6 +36,11 @@ from ..capture import Record, loop_c
 from ..capture.arrow import columns_batch, sink
 from . import derive
 from .schema import ERRORS, MESSAGES, PACKETS
+
+try:
+    from ..capture import arrow_c
+except ImportError:  # built without the extension: AVAILABLE is False
+    arrow_c = None  # type: ignore[assignment]
 
 __all__ = ["AVAILABLE", "Counts", "columnar_batches", "last_counts"]
 
@@ -97,8 +102,8 @@ def columnar_batches(reader: Any, tables: derive.CaptureTables, stats: Any,
     # A deriver of its own: the messages rows go into this decoding's columns.
     deriver = derive.derive_c.Deriver(Record, derive._Conn)
     columns.derive_into(tables, deriver, deriver.capsule())
-    messages = loop_c.PacketColumns(_message_spec())
-    deriver.message_columns(messages, loop_c.row_capsule(), MESSAGES.names)
+    messages = arrow_c.PacketColumns(_message_spec())
+    deriver.message_columns(messages, arrow_c.row_capsule(), MESSAGES.names)
     counts = Counts()
     thresholds = gc.get_threshold()
     gc.set_threshold(max(thresholds[0], gc_threshold), *thresholds[1:])

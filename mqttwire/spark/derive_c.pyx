@@ -39,14 +39,14 @@ from ..capture.shared_slots import RECORD_FIELDS
 __all__ = ["CONN_SLOTS", "RECORD_SLOTS", "TAKE_CAPSULE", "Deriver"]
 
 #: The name of the capsule of :meth:`Deriver.capsule` (the compiled capture loop's
-#: loop_c.TAKE_CAPSULE).
+#: arrow_c.TAKE_CAPSULE).
 TAKE_CAPSULE = b"mqttwire.spark.derive_c.take"
 cdef const char* _TAKE_NAME = "mqttwire.spark.derive_c.take"
 
-# PacketColumns' row function (mqttwire.capture.loop_c.row_capsule): a messages row
+# PacketColumns' row function (mqttwire.capture.arrow_c.row_capsule): a messages row
 # written into Arrow columns from an array of its values, in the columns' order.
 ctypedef int (*_row_fn)(object columns, PyObject** v) except -1
-cdef const char* _ROW_NAME = "mqttwire.capture.loop_c.row"
+cdef const char* _ROW_NAME = "mqttwire.capture.arrow_c.row"
 
 cdef extern from "Python.h":
     void* PyCapsule_GetPointer(object capsule, const char* name) except? NULL
@@ -203,8 +203,8 @@ cdef class Deriver:
                 add(rec)
 
     def message_columns(self, columns, capsule, keys):
-        """Write the messages rows into ``columns`` (mqttwire.capture.loop_c.
-        PacketColumns, whose columns are ``keys`` in order; ``capsule``: loop_c.
+        """Write the messages rows into ``columns`` (mqttwire.capture.arrow_c.
+        PacketColumns, whose columns are ``keys`` in order; ``capsule``: arrow_c.
         row_capsule()) instead of leaving dicts in ``tables.messages``: a QoS 0 PUBLISH
         taken here is written at once, without a dict; the rows of ``tables.messages``
         (CaptureTables' own, and the exchanges completed here) are moved into the

@@ -1,5 +1,5 @@
 """A byte range of a capture as a pcapng section per connection
-(mqttwire.capture.sections): the compiled loop (``loop_c.SectionPacker``) gives exactly
+(mqttwire.capture.sections): the compiled loop (``sections_c.SectionPacker``) gives exactly
 what the pure one (``sections.sections_pure``) gives, for every range of every format the
 range reader takes, and hands a range it does not read to the pure loop; the sections
 hold the range's frames, each connection's in its own section.
@@ -93,7 +93,7 @@ pytestmark = pytest.mark.c_extension  # the compiled loop against the pure one
 def test_compiled_and_pure_sections_are_the_same(fmt: str, byteorder: str,
                                                  nanoseconds: bool, simple: bool,
                                                  split: int) -> None:
-    from mqttwire.capture import loop_c  # noqa: F401  # fails loudly where not built
+    from mqttwire.capture import sections_c  # noqa: F401  # fails loudly where not built
 
     raw = write(fmt, flows_frames([0, 60, 1400, 3, 9000, 200, 17, 1460] * 3,
                                   interfaces=1 if simple else 3),
