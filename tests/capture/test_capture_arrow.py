@@ -72,3 +72,47 @@ def test_a_damaged_capture_ends_with_its_error_row(codec: ModuleType) -> None:
     assert kinds[-1] == "capture_error"
     assert table["error"][-1].as_py()
     assert kinds.count("packet") == len(kinds) - 1
+
+
+@pytest.mark.c_extension
+def test_columns_repeat_a_value_of_the_same_object_exactly() -> None:
+    """PacketColumns copies a row's value from the row before when it comes from the same
+    object (arrow_c.PacketColumns._again): values repeated, changed, null between, in every
+    kind of column and across take_buffers, read back as they were given."""
+    from mqttwire.capture import Record, arrow_c  # fails loudly where not built
+    from mqttwire.capture.arrow import columns_batch
+
+    schema = pa.schema([("kind", pa.string()), ("frame", pa.int64()),
+                        ("ts", pa.timestamp("us", tz="UTC")), ("qos", pa.int8()),
+                        ("dup", pa.bool_()), ("topic", pa.string()), ("payload", pa.binary()),
+                        ("packet_id", pa.int32())])
+    spec = [(name, kind, 0) for name, kind in [("kind", b"s"), ("frame", b"l"), ("ts", b"t"),
+                                               ("qos", b"b"), ("dup", b"?"), ("topic", b"s"),
+                                               ("payload", b"y"), ("packet_id", b"i")]]
+    big, topic, payload = 10**15 + 7, "a/" + "x" * 40, b"\x00\xff" * 9
+    # Each value object used again and again, with other objects and None in between: a
+    # value built anew each time (int(str(...)), "".join) is equal but not the same object.
+    values = [
+        (big, big, 1, True, topic, payload, 70000),
+        (big, big, 1, True, topic, payload, 70000),
+        (None, None, None, None, None, None, None),
+        (big, big, 2, False, topic, payload, 70000),
+        (int(str(big)), int(str(big)), 2, False, "".join(["a/", "x" * 40]), bytes(payload), 5),
+        (big, big, 2, False, topic, b"", 5),
+        (big, big, 2, False, topic, b"", 5),
+    ]
+    columns = arrow_c.PacketColumns(spec)
+    got = []
+    for rows in (values, values[3:], values[:1]):
+        for frame, ts, qos, dup, tpc, pay, pid in rows:
+            columns.add_record(Record("packet", "c", ts=ts, frame=frame, qos=qos, dup=dup,
+                                      topic=tpc, payload=pay, packet_id=pid))
+        n = len(columns)
+        got += columns_batch(columns.take_buffers(), n, schema, "").to_pylist()
+    # The ts column holds microseconds, from the record's nanoseconds.
+    expected = [pa.RecordBatch.from_pylist([{
+        "kind": "packet", "frame": frame, "ts": None if ts is None else ts // 1000, "qos": qos, "dup": dup, "topic": tpc,
+        "payload": pay, "packet_id": pid}], schema=schema).to_pylist()[0]
+        for rows in (values, values[3:], values[:1])
+        for frame, ts, qos, dup, tpc, pay, pid in rows]
+    assert got == expected
