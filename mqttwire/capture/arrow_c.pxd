@@ -20,7 +20,6 @@ ctypedef struct Col:
     int32_t* offs
     char* data  # string or binary bytes
     Py_ssize_t used, room  # of data
-    PyObject* last  # the object of the previous row's value (held), or NULL
 
 
 cdef class PacketColumns:
@@ -35,6 +34,5 @@ cdef class PacketColumns:
 
     cdef int _room(self, Py_ssize_t cap) except -1
     cdef int _data(self, Col* col, const char* p, Py_ssize_t size) except -1
-    cdef int _again(self, Col* col, Py_ssize_t i) except -1
     cdef int row(self, PyObject** v) except -1
     cdef int fast_record(self, PyObject** v) except -1

@@ -10,7 +10,6 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from libc.stdint cimport INT32_MAX, int8_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 
@@ -135,7 +134,6 @@ cdef class PacketColumns:
         cdef Py_ssize_t c
         if self.cols != NULL:
             for c in range(self.ncols):
-                Py_XDECREF(self.cols[c].last)
                 PyMem_Free(self.cols[c].valid)
                 PyMem_Free(self.cols[c].values)
                 PyMem_Free(self.cols[c].offs)
@@ -185,27 +183,6 @@ cdef class PacketColumns:
         col.used = need
         return 0
 
-    cdef int _again(self, Col* col, Py_ssize_t i) except -1:
-        """Row ``i``'s value in ``col``: row ``i - 1``'s, copied."""
-        cdef Py_ssize_t start, size, w
-        cdef Py_ssize_t prev = i - 1
-        if col.offs != NULL:
-            start = col.offs[prev]
-            size = col.offs[i] - start  # col.offs[i] == col.used: the bytes just before
-            if col.used + size > col.room:
-                col.room = max(col.used + size, 2 * col.room, 65536)
-                _grow_to(<void**>&col.data, col.room)
-            memcpy(col.data + col.used, col.data + start, size)
-            col.used += size
-            col.offs[i + 1] = <int32_t>col.used
-        elif col.kind == b"?":
-            if col.values[prev >> 3] & (1 << (prev & 7)):
-                col.values[i >> 3] |= 1 << (i & 7)
-        else:
-            w = _width(col.kind)
-            memcpy(col.values + i * w, col.values + prev * w, w)
-        return 0
-
     cdef int row(self, PyObject** v) except -1:
         """Append the row of the record whose fields are ``v`` (RECORD_FIELDS order)."""
         cdef Py_ssize_t i = self.n, c, size
@@ -240,18 +217,8 @@ cdef class PacketColumns:
                     col.offs[i + 1] = <int32_t>col.used
                 elif col.kind != b"?":
                     memset(col.values + i * _width(col.kind), 0, _width(col.kind))
-                if col.last != NULL:
-                    Py_DECREF(<object>col.last)
-                    col.last = NULL
                 continue
             col.valid[byte] |= bit
-            if x == col.last and i:
-                # The previous row's value came from this same object (held, so not
-                # another object at its address), which is immutable: copy that value
-                # rather than convert the object again.  Most of a row is such: the
-                # connection's and direction's values, the frame's time, small ints.
-                self._again(col, i)
-                continue
             if col.how == AS_JSON:
                 text = self.json(<object>x)
                 if text is None:
@@ -301,11 +268,6 @@ cdef class PacketColumns:
                     (<int64_t*>col.values)[i] = y // 1000
                 else:
                     (<int64_t*>col.values)[i] = y
-            if col.how != AS_JSON:
-                Py_INCREF(<object>x)
-                if col.last != NULL:
-                    Py_DECREF(<object>col.last)
-                col.last = x
         self.n = i + 1
         return 0
 

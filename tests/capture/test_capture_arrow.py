@@ -76,9 +76,8 @@ def test_a_damaged_capture_ends_with_its_error_row(codec: ModuleType) -> None:
 
 @pytest.mark.c_extension
 def test_columns_repeat_a_value_of_the_same_object_exactly() -> None:
-    """PacketColumns copies a row's value from the row before when it comes from the same
-    object (arrow_c.PacketColumns._again): values repeated, changed, null between, in every
-    kind of column and across take_buffers, read back as they were given."""
+    """PacketColumns' rows read back as they were given: values repeated from the same
+    objects, changed, null between, in every kind of column and across take_buffers."""
     from mqttwire.capture import Record, arrow_c  # fails loudly where not built
     from mqttwire.capture.arrow import columns_batch
 
