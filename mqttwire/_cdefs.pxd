@@ -155,6 +155,44 @@ cdef extern from *:
     long long uint_in_range "mqttwire_uint_in_range"(object value, long long top) noexcept
 
 
+# An exact int's value as a C long long (``overflow`` set, -1 returned, when it does not
+# fit), and a str's UTF-8: the one-digit int and the ASCII str read from the object as
+# CPython's own code reads them, any other through the C API's call.  For the compiled
+# capture code's Arrow columns (capture/arrow_c.pyx), which convert every value of every
+# row; the callers check the exact type first.
+cdef extern from *:
+    """
+    #ifndef MQTTWIRE_ALWAYS_INLINE
+    #if defined(__GNUC__)
+    #define MQTTWIRE_ALWAYS_INLINE static inline __attribute__((always_inline))
+    #else
+    #define MQTTWIRE_ALWAYS_INLINE static inline
+    #endif
+    #endif
+    MQTTWIRE_ALWAYS_INLINE long long mqttwire_long_value(PyObject *v, int *overflow) {
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+            return (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        }
+    #else
+        if (Py_SIZE(v) == 0) return 0;
+        if (Py_SIZE(v) == 1) return (long long)((PyLongObject *)v)->ob_digit[0];
+        if (Py_SIZE(v) == -1) return -(long long)((PyLongObject *)v)->ob_digit[0];
+    #endif
+        return PyLong_AsLongLongAndOverflow(v, overflow);
+    }
+    MQTTWIRE_ALWAYS_INLINE const char *mqttwire_utf8(PyObject *s, Py_ssize_t *size) {
+        if (PyUnicode_IS_COMPACT_ASCII(s)) {
+            *size = PyUnicode_GET_LENGTH(s);
+            return (const char *)PyUnicode_DATA(s);
+        }
+        return PyUnicode_AsUTF8AndSize(s, size);
+    }
+    """
+    long long long_value "mqttwire_long_value"(object value, int* overflow) noexcept
+    const char* utf8 "mqttwire_utf8"(object text, Py_ssize_t* size) except NULL
+
+
 # MQTT 5.0 §1.5.5: the largest Remaining Length, 268,435,455 (_constants.MAX_REMAINING_LENGTH
 # for Python code), as a C constant the compiler can fold.
 cdef extern from *:

@@ -33,6 +33,5 @@ cdef class PacketColumns:
     cdef readonly tuple names
 
     cdef int _room(self, Py_ssize_t cap) except -1
-    cdef int _data(self, Col* col, const char* p, Py_ssize_t size) except -1
     cdef int row(self, PyObject** v) except -1
     cdef int fast_record(self, PyObject** v) except -1

@@ -14,12 +14,13 @@ from libc.stdint cimport INT32_MAX, int8_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 
 from .._cdefs cimport (
-    PyLong_AsLongLongAndOverflow,
     PyUnicode_AsUTF8AndSize,
     Py_False,
     Py_None,
     Py_True,
+    long_value,
     object_slot_offset,
+    utf8,
 )
 from .record_c cimport F_KIND, NFIELDS, check_record, field_names, new_record
 
@@ -74,6 +75,19 @@ cdef int _grow_to(void** p, Py_ssize_t size) except -1:
 
 cdef inline int _width(char kind) noexcept:
     return 1 if kind == b"b" else 4 if kind == b"i" else 8
+
+
+cdef inline int _append(Col* col, const char* p, Py_ssize_t size) except -1:
+    """Append ``size`` bytes at ``p`` to the string or binary column ``col``'s data."""
+    cdef Py_ssize_t need = col.used + size
+    if size > INT32_MAX - col.used:  # 32-bit offsets: the caller takes smaller batches
+        raise OverflowError("more than 2 GiB of bytes in one column of a batch")
+    if need > col.room:
+        col.room = max(need, 2 * col.room, 65536)
+        _grow_to(<void**>&col.data, col.room)
+    memcpy(col.data + col.used, p, size)
+    col.used = need
+    return 0
 
 
 cdef class PacketColumns:
@@ -172,17 +186,6 @@ cdef class PacketColumns:
         self.cap = cap
         return 0
 
-    cdef int _data(self, Col* col, const char* p, Py_ssize_t size) except -1:
-        cdef Py_ssize_t need = col.used + size
-        if size > INT32_MAX - col.used:  # 32-bit offsets: the caller takes smaller batches
-            raise OverflowError("more than 2 GiB of bytes in one column of a batch")
-        if need > col.room:
-            col.room = max(need, 2 * col.room, 65536)
-            _grow_to(<void**>&col.data, col.room)
-        memcpy(col.data + col.used, p, size)
-        col.used = need
-        return 0
-
     cdef int row(self, PyObject** v) except -1:
         """Append the row of the record whose fields are ``v`` (RECORD_FIELDS order)."""
         cdef Py_ssize_t i = self.n, c, size
@@ -227,18 +230,18 @@ cdef class PacketColumns:
                     col.offs[i + 1] = <int32_t>col.used
                     continue
                 p = PyUnicode_AsUTF8AndSize(text, &size)
-                self._data(col, p, size)
+                _append(col, p, size)
                 col.offs[i + 1] = <int32_t>col.used
             elif col.kind == b"s":
                 if type(<object>x) is not str:
                     raise TypeError(f"{self.names[c]}: not a str")
-                p = PyUnicode_AsUTF8AndSize(<object>x, &size)
-                self._data(col, p, size)
+                p = utf8(<object>x, &size)
+                _append(col, p, size)
                 col.offs[i + 1] = <int32_t>col.used
             elif col.kind == b"y":
                 if type(<object>x) is not bytes:
                     raise TypeError(f"{self.names[c]}: not bytes")
-                self._data(col, PyBytes_AS_STRING(<object>x), PyBytes_GET_SIZE(<object>x))
+                _append(col, PyBytes_AS_STRING(<object>x), PyBytes_GET_SIZE(<object>x))
                 col.offs[i + 1] = <int32_t>col.used
             elif col.kind == b"?":
                 if x == Py_True:
@@ -252,7 +255,8 @@ cdef class PacketColumns:
             else:
                 if type(<object>x) is not int:
                     raise TypeError(f"{self.names[c]}: not an int")
-                y = PyLong_AsLongLongAndOverflow(<object>x, &overflow)
+                overflow = 0
+                y = long_value(<object>x, &overflow)
                 if overflow:
                     raise OverflowError(f"{self.names[c]}: out of range")
                 if col.kind == b"b":
