@@ -196,15 +196,15 @@ cdef class PacketColumns:
         cdef const char* p
         cdef uint8_t bit = 1 << (i & 7)
         cdef Py_ssize_t byte = i >> 3
+        cdef bint packet = v[F_KIND] == <PyObject*>_PACKET or _is_str(v[F_KIND], "packet")
         if i == self.cap:
             self._room(2 * self.cap)
-        if v[F_KIND] == <PyObject*>_PACKET or _is_str(v[F_KIND], "packet"):
+        if packet:
             self.packets += 1
         for c in range(self.ncols):
             col = &self.cols[c]
             x = v[col.field]
-            if col.how == AS_PACKET_ONLY and not (
-                    v[F_KIND] == <PyObject*>_PACKET or _is_str(v[F_KIND], "packet")):
+            if col.how == AS_PACKET_ONLY and not packet:
                 x = NULL
             if col.kind == b"o":
                 if x != NULL and x != Py_None:
@@ -218,8 +218,12 @@ cdef class PacketColumns:
                 col.nulls += 1
                 if col.offs != NULL:
                     col.offs[i + 1] = <int32_t>col.used
-                elif col.kind != b"?":
-                    memset(col.values + i * _width(col.kind), 0, _width(col.kind))
+                elif col.kind == b"b":
+                    (<int8_t*>col.values)[i] = 0
+                elif col.kind == b"i":
+                    (<int32_t*>col.values)[i] = 0
+                elif col.kind != b"?":  # the 8-byte kinds
+                    (<int64_t*>col.values)[i] = 0
                 continue
             col.valid[byte] |= bit
             if col.how == AS_JSON:
