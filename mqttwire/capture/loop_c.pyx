@@ -41,12 +41,12 @@ from libc.string cimport memcmp, memcpy, memset
 
 # The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
 from .._cdefs cimport (
-    PyLong_AsLongLongAndOverflow,
     PyType_GenericAlloc,
     PyUnicode_AsUTF8AndSize,
     Py_False,
     Py_None,
     Py_True,
+    long_value,
     object_slot_offset,
     read_varint,
 )
@@ -118,7 +118,7 @@ cdef inline bint _i64(PyObject* value, int64_t* out) noexcept:
     cdef long long v
     if value == NULL or type(<object>value) is not int:
         return False
-    v = PyLong_AsLongLongAndOverflow(<object>value, &overflow)
+    v = long_value(<object>value, &overflow)
     if overflow:
         return False
     out[0] = v
