@@ -77,7 +77,8 @@ def test_a_damaged_capture_ends_with_its_error_row(codec: ModuleType) -> None:
 @pytest.mark.c_extension
 def test_columns_repeat_a_value_of_the_same_object_exactly() -> None:
     """PacketColumns' rows read back as they were given: values repeated from the same
-    objects, changed, null between, in every kind of column and across take_buffers."""
+    objects, changed, null between, ints of one digit and more, negative ones, ASCII and
+    other str, in every kind of column and across take_buffers."""
     from mqttwire.capture import Record, arrow_c  # fails loudly where not built
     from mqttwire.capture.arrow import columns_batch
 
@@ -99,6 +100,9 @@ def test_columns_repeat_a_value_of_the_same_object_exactly() -> None:
         (int(str(big)), int(str(big)), 2, False, "".join(["a/", "x" * 40]), bytes(payload), 5),
         (big, big, 2, False, topic, b"", 5),
         (big, big, 2, False, topic, b"", 5),
+        # Negative and one-digit ints, and a str that is not ASCII (read another way).
+        (-5, -(2**40), -1, False, "caf\u00e9/\U0001f600", b"", 0),
+        (0, 0, 0, False, "", b"", 2**31 - 1),
     ]
     columns = arrow_c.PacketColumns(spec)
     got = []
@@ -110,8 +114,28 @@ def test_columns_repeat_a_value_of_the_same_object_exactly() -> None:
         got += columns_batch(columns.take_buffers(), n, schema, "").to_pylist()
     # The ts column holds microseconds, from the record's nanoseconds.
     expected = [pa.RecordBatch.from_pylist([{
-        "kind": "packet", "frame": frame, "ts": None if ts is None else ts // 1000, "qos": qos, "dup": dup, "topic": tpc,
-        "payload": pay, "packet_id": pid}], schema=schema).to_pylist()[0]
+        "kind": "packet", "frame": frame, "ts": None if ts is None else ts // 1000,
+        "qos": qos, "dup": dup, "topic": tpc, "payload": pay, "packet_id": pid}],
+        schema=schema).to_pylist()[0]
         for rows in (values, values[3:], values[:1])
         for frame, ts, qos, dup, tpc, pay, pid in rows]
     assert got == expected
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("field, kind, value, error", [
+    ("qos", b"b", 128, OverflowError), ("qos", b"b", -129, OverflowError),
+    ("packet_id", b"i", 2**31, OverflowError), ("frame", b"l", 2**63, OverflowError),
+    ("frame", b"l", -(2**63) - 1, OverflowError), ("frame", b"l", True, TypeError),
+    ("frame", b"l", 1.0, TypeError), ("topic", b"s", b"t", TypeError),
+    ("payload", b"y", "p", TypeError),
+])
+def test_columns_refuse_a_value_their_kind_cannot_hold(field: str, kind: bytes, value: Any,
+                                                      error: type[Exception]) -> None:
+    """A value out of its column's range, or of another type (a bool is not an int
+    there), raises rather than being stored wrapped or converted."""
+    from mqttwire.capture import Record, arrow_c  # fails loudly where not built
+
+    columns = arrow_c.PacketColumns([(field, kind, 0)])
+    with pytest.raises(error, match=field):
+        columns.add_record(Record("packet", "c", **{field: value}))
