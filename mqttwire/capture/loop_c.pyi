@@ -4,7 +4,8 @@ from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, BinaryIO
 
-from .mqtt_streams import MqttStreams, Record
+from .mqtt_streams import MqttStreams
+from .record import Record
 from .sets import FileChain
 
 CODEC: ModuleType
