@@ -407,7 +407,7 @@ class Direction:
         if self.unframed or (not self.hdr and whole > self.owner.resync_limit):
             # The framing itself is broken: where the next packet starts is not known.
             self.record("error", ts, start, self.end - start, error=str(exc),
-                         reason_code=exc.reason_code, error_offset=where)
+                        reason_code=exc.reason_code, error_offset=where)
             self._lost(self.end, "a packet whose length could not be trusted")
             return None
         # The rest of the bad packet is still to come: skip it, then resume.
@@ -428,7 +428,7 @@ class Direction:
                 conn.version = level
                 conn.version_source = "connect"
         self.record("error", ts, start, size, packet_type=PACKET_NAMES[b0 >> 4],
-                     flags=b0 & 0x0F, error=error, reason_code=code, error_offset=where)
+                    flags=b0 & 0x0F, error=error, reason_code=code, error_offset=where)
 
     def _skip(self, offset: int, data: Any, ts: int) -> None:
         """SKIP: more bytes of a bad packet whose length is known."""

@@ -455,7 +455,7 @@ class WsDirection:
             self._decoding(self.inner.cut, ts, why)
             if self.hdr:
                 self.inner.record("error", ts, self.ftcp, len(self.hdr),
-                                   error=f"incomplete WebSocket frame header: {why}")
+                                  error=f"incomplete WebSocket frame header: {why}")
                 self.hdr = b""
             self.mode = _FAILED
             self.skip_from = self.end
@@ -483,7 +483,7 @@ class WsDirection:
         """The record of the bytes skipped since ``skip_from``."""
         if self.end > self.skip_from and self.why:
             self.inner.record("error", ts, self.skip_from, self.end - self.skip_from,
-                               error=self.why)
+                              error=self.why)
         self.skip_from = self.end
 
     def fail(self, at: int, why: str) -> None:
@@ -499,7 +499,7 @@ class WsDirection:
         self._decoding(self.inner.cut, ts, "cut short by a WebSocket protocol error")
         self.mode = _FAILED
         self.inner.record("error", ts, at, self.end - at,
-                           error=f"WebSocket protocol error: {error}{_FAILED_AFTER}")
+                          error=f"WebSocket protocol error: {error}{_FAILED_AFTER}")
         self.skip_from = self.end
         self.why = "skipped: after a WebSocket protocol error"
 
