@@ -2,7 +2,7 @@
 that ends before its packet does: shared by both implementations and the capture reader.
 
 This is the one Python reader of a fixed header's Remaining Length: :func:`frame_header`
-(the lenient form, as framing needs it; ``capture.mqtt_streams`` uses it) and
+(the lenient form, as framing needs it; ``capture.direction`` uses it) and
 :func:`read_header` on top of it (the codec's checks).  ``_pure`` reads every fixed header
 whose Remaining Length takes more than two bytes with :func:`read_header`, and shorter ones
 inline in its hot loops (``_codec.decode.decode``, ``_codec.stream``; measured, see there).
@@ -41,7 +41,7 @@ def frame_header(data: Any, pos: int, n: int) -> tuple[int, int] | Literal[False
     needed, and a Variable Byte Integer has at most four, MQTT 5.0 §1.5.5).
 
     It checks nothing else: :func:`read_header` adds the first-byte and shortest-form
-    checks, and the capture reader (``capture.mqtt_streams``) frames with it as it is and
+    checks, and the capture reader (``capture.direction``) frames with it as it is and
     leaves those to the codec.  The Python twin of ``_cdefs.read_varint``, with the same
     three outcomes."""
     length = 0

@@ -6,7 +6,8 @@ The layers, each usable alone:
 - :func:`parse_frame` (link.py): the TCP segment (or IP fragment) in a frame;
 - :class:`TcpReassembler` (tcp.py): TCP connections into ordered byte streams;
 - :class:`MqttStreams` (mqtt_streams.py): those streams decoded into :class:`Record` objects
-  (with websocket.py for MQTT inside WebSocket frames);
+  (record.py), each direction by direction.py (with websocket.py for MQTT inside WebSocket
+  frames);
 - :func:`read_capture`: all of the above for one file, or for several (those that are
   pieces of one capture, a *set*, read as one: :mod:`.sets`).
 
@@ -26,10 +27,12 @@ from types import ModuleType
 from typing import BinaryIO, Union, cast
 
 from .._implementation import IMPLEMENTATION
+from .boundaries import looks_like_connect
 from .link import IPFragment, TcpSegment, parse_frame
 from .loop import _read_pure, _read_pure_chain
-from .mqtt_streams import MqttStreams, Record, looks_like_connect
+from .mqtt_streams import MqttStreams
 from .pcap import CaptureFormatError, Frame, iter_frames
+from .record import Record
 from .sets import CaptureSet, FileChain, plan_sets
 from .tcp import TcpConnection, TcpReassembler, TcpStream
 

@@ -3,7 +3,7 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .mqtt_streams import Record
+from .record import Record
 
 COLUMN_KINDS: bytes
 """The value kinds of a PacketColumns column, one byte each."""

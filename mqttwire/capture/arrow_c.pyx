@@ -24,7 +24,7 @@ from .._cdefs cimport (
 )
 from .record_c cimport F_KIND, NFIELDS, check_record, field_names, new_record
 
-from .mqtt_streams import Record
+from .record import Record
 from .shared_slots import RECORD_FIELDS
 
 __all__ = ["COLUMN_KINDS", "ROW_CAPSULE", "TAKE_CAPSULE", "PacketColumns", "row_capsule"]

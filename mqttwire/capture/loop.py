@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from .link import IPFragment, TcpSegment, parse_frame
-from .mqtt_streams import MqttStreams, Record, ip_text
+from .mqtt_streams import MqttStreams
 from .pcap import CaptureFormatError, iter_frames
+from .record import Record, ip_text
 from .sets import FileChain
 
 __all__: list[str] = []

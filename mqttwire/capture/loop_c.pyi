@@ -5,7 +5,8 @@ from types import ModuleType
 from typing import BinaryIO
 
 from .arrow_c import PacketColumns
-from .mqtt_streams import MqttStreams, Record
+from .mqtt_streams import MqttStreams
+from .record import Record
 from .sets import FileChain
 
 CODEC: ModuleType

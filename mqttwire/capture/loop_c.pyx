@@ -12,8 +12,8 @@ each record's row in its Arrow columns, without the Record).
 Everything else is handed, whole, to the pure-Python code that is the reference: a frame
 it does not recognise goes to ``_frame`` (link.py, tcp.py, mqtt_streams.py), a pcapng block
 other than a plain EPB to ``_Pcapng.block``, a decoding error or a framing disagreement
-to ``_Direction._failed`` / ``_decoded``, a packet other than PUBLISH, the four
-acknowledgements, PINGREQ and PINGRESP to ``_Direction._packets``, and the end of the file
+to ``Direction.failed`` / ``decoded``, a packet other than PUBLISH, the four
+acknowledgements, PINGREQ and PINGRESP to ``Direction.packet_records``, and the end of the file
 to ``_finish``.  The hand-over needs no copying of state because there is one copy: the
 TCP streams, connections and MQTT directions are the pure code's ``__slots__`` objects,
 which this loop reads and writes in place, and nothing is decided here before every
@@ -76,7 +76,9 @@ from .pcap import (
     _pcap_more_header,
     _Source,
 )
-from .mqtt_streams import _DECODING, _Connection, _Direction, MqttStreams, Record
+from .direction import DECODING, Direction
+from .mqtt_streams import Connection, MqttStreams
+from .record import Record
 from .shared_slots import RECORD_FIELDS, SHARED
 from .tcp import TcpConnection, TcpStream
 
@@ -139,26 +141,26 @@ cdef Py_ssize_t S_DPORT = _offset(TcpStream, "dport")
 cdef Py_ssize_t S_USER = _offset(TcpStream, "user")
 # TcpConnection
 cdef Py_ssize_t C_IGNORED = _offset(TcpConnection, "ignored")
-# _Direction
-cdef Py_ssize_t D_MODE = _offset(_Direction, "mode")
-cdef Py_ssize_t D_UNFRAMED = _offset(_Direction, "unframed")
-cdef Py_ssize_t D_DEC = _offset(_Direction, "dec")
-cdef Py_ssize_t D_END = _offset(_Direction, "end")
-cdef Py_ssize_t D_START = _offset(_Direction, "start")
-cdef Py_ssize_t D_FIRST = _offset(_Direction, "first")
-cdef Py_ssize_t D_REMAINING = _offset(_Direction, "remaining")
-cdef Py_ssize_t D_HDR = _offset(_Direction, "hdr")
-cdef Py_ssize_t D_CONN = _offset(_Direction, "conn")
-cdef Py_ssize_t D_STREAM = _offset(_Direction, "stream")
-cdef Py_ssize_t D_NAME = _offset(_Direction, "name")
-cdef Py_ssize_t D_SRC_IP = _offset(_Direction, "src_ip")
-cdef Py_ssize_t D_DST_IP = _offset(_Direction, "dst_ip")
-cdef Py_ssize_t D_ALIASES = _offset(_Direction, "aliases")
-# _Connection
-cdef Py_ssize_t M_ID = _offset(_Connection, "id")
-cdef Py_ssize_t M_CLIENT_ID = _offset(_Connection, "client_id")
-cdef Py_ssize_t M_VERSION = _offset(_Connection, "version")
-cdef Py_ssize_t M_VERSION_SOURCE = _offset(_Connection, "version_source")
+# Direction
+cdef Py_ssize_t D_MODE = _offset(Direction, "mode")
+cdef Py_ssize_t D_UNFRAMED = _offset(Direction, "unframed")
+cdef Py_ssize_t D_DEC = _offset(Direction, "dec")
+cdef Py_ssize_t D_END = _offset(Direction, "end")
+cdef Py_ssize_t D_START = _offset(Direction, "start")
+cdef Py_ssize_t D_FIRST = _offset(Direction, "first")
+cdef Py_ssize_t D_REMAINING = _offset(Direction, "remaining")
+cdef Py_ssize_t D_HDR = _offset(Direction, "hdr")
+cdef Py_ssize_t D_CONN = _offset(Direction, "conn")
+cdef Py_ssize_t D_STREAM = _offset(Direction, "stream")
+cdef Py_ssize_t D_NAME = _offset(Direction, "name")
+cdef Py_ssize_t D_SRC_IP = _offset(Direction, "src_ip")
+cdef Py_ssize_t D_DST_IP = _offset(Direction, "dst_ip")
+cdef Py_ssize_t D_ALIASES = _offset(Direction, "aliases")
+# Connection
+cdef Py_ssize_t M_ID = _offset(Connection, "id")
+cdef Py_ssize_t M_CLIENT_ID = _offset(Connection, "client_id")
+cdef Py_ssize_t M_VERSION = _offset(Connection, "version")
+cdef Py_ssize_t M_VERSION_SOURCE = _offset(Connection, "version_source")
 
 # Record: its fields (record_c.pxd), checked against Record and shared_slots.
 check_record(Record, RECORD_FIELDS)
@@ -173,7 +175,7 @@ cdef object _PACKET = "packet"
 # never takes, so all of its records come from the pure code.
 cdef object _TCP = "tcp"
 cdef tuple _NAMES = PACKET_NAMES
-cdef object _DECODING_MODE = _DECODING
+cdef object _DECODING_MODE = DECODING
 
 
 def flow_key(int linktype, data):
@@ -576,7 +578,7 @@ cdef class FastReader:
         if s.caplen != s.wire_len or <uint32_t>(s.seq - base - <uint32_t>nxt):
             return False  # cut short by the capture, or not the next bytes
         direction = <object>_get(st, S_USER)
-        if (type(direction) is not _Direction
+        if (type(direction) is not Direction
                 or _get(direction, D_MODE) != <PyObject*>_DECODING_MODE
                 or _get(direction, D_UNFRAMED) != Py_False
                 or not _i64(_get(direction, D_REMAINING), &scratch)
@@ -613,7 +615,7 @@ cdef class FastReader:
 
     cdef Py_ssize_t _framing(self, object direction, int64_t offset, const uint8_t* d,
                              Py_ssize_t n) except -1:
-        """_Direction._frame in C: the packets that d[0:n] (at stream ``offset``)
+        """Direction._frame in C: the packets that d[0:n] (at stream ``offset``)
         completes, into fr_start/fr_b0/fr_size; returns how many."""
         cdef Py_ssize_t pos = 0, count = 0, hl, hn, size, length
         cdef int64_t remaining, start
@@ -648,7 +650,7 @@ cdef class FastReader:
             else:
                 q = d + pos
                 hn = n - pos
-            # As records._frame reads it with _codec.framing.frame_header: (size, Remaining
+            # As Direction._frame reads it with _codec.framing.frame_header: (size, Remaining
             # Length), more bytes needed, or too long
             found = read_varint(q, 1, hn, &length, &size)
             b0 = q[0]
@@ -681,7 +683,7 @@ cdef class FastReader:
 
     cdef int _decode(self, object direction, int64_t offset, const uint8_t* d,
                      Py_ssize_t n) except -1:
-        """_Direction._decode in C, for a direction that is decoding and framing."""
+        """Direction.decode in C, for a direction that is decoding and framing."""
         cdef Py_ssize_t count = self._framing(direction, offset, d, n)
         cdef Py_ssize_t i
         cdef list packets
@@ -690,20 +692,20 @@ cdef class FastReader:
             packets = (<object>_get(direction, D_DEC)).feed(data)
         except MQTTWireError as exc:
             self._sync_frame()
-            rest = direction._failed(exc, self._framed(count), self.ts, offset, data)
+            rest = direction.failed(exc, self._framed(count), self.ts, offset, data)
             if rest is not None:  # decoding resumes after a bad packet, in this segment
-                direction._decode(rest[0], rest[1], self.ts)
+                direction.decode(rest[0], rest[1], self.ts)
             return 0
         if PyList_GET_SIZE(packets) != count:
             self._sync_frame()
-            direction._decoded(packets, self._framed(count), self.ts)
+            direction.decoded(packets, self._framed(count), self.ts)
             return 0
         if count:
             self._records(direction, packets, count)
         return 0
 
     cdef int _records(self, object direction, list packets, Py_ssize_t count) except -1:
-        """_Direction._packets in C for PUBLISH, PUBACK/PUBREC/PUBREL/PUBCOMP, PINGREQ
+        """Direction.packet_records in C for PUBLISH, PUBACK/PUBREC/PUBREL/PUBCOMP, PINGREQ
         and PINGRESP; the other packet types go to it one by one."""
         cdef PyObject* v[NFIELDS]
         cdef Py_ssize_t i
@@ -739,7 +741,7 @@ cdef class FastReader:
             ptype = b0 >> 4
             if not (3 <= ptype <= 7 or ptype == 12 or ptype == 13):
                 self._sync_frame()
-                direction._packets([packet], [(self.fr_start[i], b0, self.fr_size[i])], ts)
+                direction.packet_records([packet], [(self.fr_start[i], b0, self.fr_size[i])], ts)
                 client_id = <object>_get(conn, M_CLIENT_ID)
                 version = <object>_get(conn, M_VERSION)
                 source = <object>_get(conn, M_VERSION_SOURCE)

@@ -45,7 +45,7 @@ overlap it stitches.  A set's name (the ``capture`` of its records and connectio
 its first file's name; each record's file is known from its frame number
 (:meth:`FileChain.file_of`).
 
-Which file a record came from is not a field of :class:`~.mqtt_streams.Record`: Record's
+Which file a record came from is not a field of :class:`~.record.Record`: Record's
 fields are filled by position in the compiled loop's hot path (shared_slots.py's
 RECORD_FIELDS), and a field that is the same for every record of a file would cost every
 record of every capture a slot.  The file follows from the frame number instead: the
@@ -85,7 +85,7 @@ from .pcap import (
 )
 
 if TYPE_CHECKING:
-    from .mqtt_streams import Record
+    from .record import Record
 
 __all__ = ["GROUP_MODES", "CaptureSet", "FileChain", "FileTimes", "SetPlan", "TcpEdges",
            "alike_key", "continues", "group_files", "plan_sets", "probe_file", "scan_file",

@@ -2,7 +2,7 @@
 
 ``mqttwire/capture/loop_c.pyx`` reads and writes some slots of the pure code's objects
 in place (one copy of the state, so that it can hand any frame to the pure code at any
-point): the slots listed here, by class, and every field of :class:`~.mqtt_streams.Record`,
+point): the slots listed here, by class, and every field of :class:`~.record.Record`,
 which it allocates and fills itself.  The classes build their ``__slots__`` from these
 tuples, so the shared part is visible where they are defined.
 
@@ -23,12 +23,12 @@ TCP_STREAM = ("base", "conn", "dport", "ended", "fin", "high", "next", "peer", "
               "sport", "user")
 #: tcp.TcpConnection: whether its segments are dropped.
 TCP_CONNECTION = ("ignored",)
-#: records._Direction: the MQTT framing state of one direction.
+#: direction.Direction: the MQTT framing state of one direction.
 DIRECTION = ("aliases", "conn", "dec", "dst_ip", "end", "first", "hdr", "mode", "name",
              "remaining", "src_ip", "start", "stream", "unframed")
-#: records._Connection: the connection's identity and level.
+#: mqtt_streams.Connection: the connection's identity and level.
 CONNECTION = ("client_id", "id", "version", "version_source")
-#: records.Record's fields, in their order (the compiled loop fills them by position).
+#: record.Record's fields, in their order (the compiled loop fills them by position).
 RECORD_FIELDS = (
     "kind", "capture", "ts", "frame", "connection_id", "direction", "src_ip", "src_port",
     "dst_ip", "dst_port", "stream_offset", "length", "client_id", "protocol_version",
@@ -40,4 +40,4 @@ RECORD_FIELDS = (
 
 #: Every shared slot by class name.
 SHARED = {"TcpStream": TCP_STREAM, "TcpConnection": TCP_CONNECTION,
-          "_Direction": DIRECTION, "_Connection": CONNECTION, "Record": RECORD_FIELDS}
+          "Direction": DIRECTION, "Connection": CONNECTION, "Record": RECORD_FIELDS}

@@ -60,7 +60,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
-    from .mqtt_streams import Record, _Connection, _Direction
+    from .direction import Direction
+    from .mqtt_streams import Connection
+    from .record import Record
 
 __all__ = ["SUBPROTOCOLS", "Request", "WebSocket", "WsDirection", "upgrade",
            "upgrade_request"]
@@ -230,7 +232,7 @@ class WebSocket:
 
     __slots__ = ("c2s", "conn", "request", "s2c")
 
-    def __init__(self, conn: _Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.request: Request | None = None
         self.c2s = WsDirection(self, conn.c2s, True)
@@ -271,7 +273,7 @@ class WebSocket:
         error record for it; the rest of both directions is skipped."""
         s2c = self.s2c
         if size:
-            s2c.inner._record("error", ts, 0, size, error=f"WebSocket handshake: {error}")
+            s2c.inner.record("error", ts, 0, size, error=f"WebSocket handshake: {error}")
         why = "skipped: not decoded after a failed WebSocket handshake"
         s2c.fail(size, why)
         if self.request is not None and self.c2s.mode == _HELD:
@@ -307,13 +309,13 @@ class WebSocket:
 
 class WsDirection:
     """One direction of a WebSocket connection: the TCP stream's user (in the place of
-    its records._Direction, ``inner``, which decodes the MQTT bytes it passes on)."""
+    its direction.Direction, ``inner``, which decodes the MQTT bytes it passes on)."""
 
     __slots__ = ("buf", "client", "closed", "end", "fd", "feeds", "flen", "fp", "ft",
                  "ftcp", "hdr", "in_message", "inner", "key", "left", "mode", "pay",
                  "phase", "skip_from", "why", "ws")
 
-    def __init__(self, ws: WebSocket, inner: _Direction, client: bool) -> None:
+    def __init__(self, ws: WebSocket, inner: Direction, client: bool) -> None:
         self.ws = ws
         self.inner = inner
         self.client = client
@@ -354,7 +356,7 @@ class WsDirection:
 
     def _prune(self) -> None:
         """Forget the frames before the lowest MQTT offset that a later record of this
-        direction can name (mqtt_streams.py: _Direction.low)."""
+        direction can name (direction.py: Direction.low)."""
         low = self.inner.low()
         i = bisect_right(self.fp, low) - 1
         if i > 512:
@@ -369,7 +371,7 @@ class WsDirection:
         if len(out) > start:
             self.ws.remap(out, start)
 
-    # -- stream events (records.MqttStreams calls these, as a _Direction's) ---------------
+    # -- stream events (mqtt_streams.MqttStreams calls these, as a Direction's) ------------
 
     def data(self, offset: int, data: Any, ts: int, boundary: bool) -> None:
         # ``boundary`` (a TCP segment's start) is not used: the MQTT decoding looks for
@@ -409,7 +411,7 @@ class WsDirection:
         self._stop(ts, "cut short by lost bytes (a gap in the capture)")
         if mode == _FAILED:
             self._skipped(ts)
-        self.inner._record("gap", ts, offset, length, error="bytes missing from the capture")
+        self.inner.record("gap", ts, offset, length, error="bytes missing from the capture")
         self.end = offset + length
         self.fail(self.end, "skipped: WebSocket framing is not resynchronised after lost "
                             "bytes")
@@ -440,7 +442,7 @@ class WsDirection:
         if mode == _HELD:  # the client's bytes after its request, not answered
             start = self.ws.request.size  # type: ignore[union-attr]  # set in _HELD
             if self.end > start:
-                self.inner._record(
+                self.inner.record(
                     "error", ts, start, self.end - start,
                     error=f"skipped: the server's WebSocket handshake response had not "
                           f"come: {why}")
@@ -452,8 +454,8 @@ class WsDirection:
         if mode == _FRAMES:
             self._decoding(self.inner.cut, ts, why)
             if self.hdr:
-                self.inner._record("error", ts, self.ftcp, len(self.hdr),
-                                   error=f"incomplete WebSocket frame header: {why}")
+                self.inner.record("error", ts, self.ftcp, len(self.hdr),
+                                  error=f"incomplete WebSocket frame header: {why}")
                 self.hdr = b""
             self.mode = _FAILED
             self.skip_from = self.end
@@ -470,7 +472,7 @@ class WsDirection:
                                 "handshake completed (RFC 6455 §4.1)", len(self.buf))
             return
         start = ws.request.size  # type: ignore[union-attr]  # set in _HELD
-        self.inner._record(
+        self.inner.record(
             "error", ts, start, self.end - start,
             error=f"WebSocket handshake: the client sent over {MAX_HELD} bytes after its "
                   "request without the server's answer; it must wait for the answer "
@@ -480,8 +482,8 @@ class WsDirection:
     def _skipped(self, ts: int) -> None:
         """The record of the bytes skipped since ``skip_from``."""
         if self.end > self.skip_from and self.why:
-            self.inner._record("error", ts, self.skip_from, self.end - self.skip_from,
-                               error=self.why)
+            self.inner.record("error", ts, self.skip_from, self.end - self.skip_from,
+                              error=self.why)
         self.skip_from = self.end
 
     def fail(self, at: int, why: str) -> None:
@@ -496,8 +498,8 @@ class WsDirection:
         """A frame at TCP offset ``at`` breaks a rule: its record, and the rest skipped."""
         self._decoding(self.inner.cut, ts, "cut short by a WebSocket protocol error")
         self.mode = _FAILED
-        self.inner._record("error", ts, at, self.end - at,
-                           error=f"WebSocket protocol error: {error}{_FAILED_AFTER}")
+        self.inner.record("error", ts, at, self.end - at,
+                          error=f"WebSocket protocol error: {error}{_FAILED_AFTER}")
         self.skip_from = self.end
         self.why = "skipped: after a WebSocket protocol error"
 
@@ -581,7 +583,7 @@ class WsDirection:
             self._prune()
 
 
-def upgrade(conn: _Connection, data: Any, ts: int) -> None:
+def upgrade(conn: Connection, data: Any, ts: int) -> None:
     """The client of ``conn`` began its stream (at ``ts``) with ``data``, the start of an
     HTTP request: its directions go through WebSocket framing from here on (or back to
     plain MQTT decoding if the request is no WebSocket Upgrade to MQTT)."""

@@ -1,5 +1,5 @@
 """A bad packet inside valid framing costs only itself: one error record, then the next
-packet decoded as usual, in both directions (mqtt_streams.py); broken framing resynchronises.
+packet decoded as usual, in both directions (direction.py); broken framing resynchronises.
 The bad bytes are built by hand here, each with the rule it breaks."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Connections without their CONNECT in the capture: where the first packet starts, and
-the protocol level inferred from the traffic of both directions (mqtt_streams.py)."""
+the protocol level inferred from the traffic of both directions (direction.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from capture_helpers import (
     write,
 )
 
-from mqttwire.capture.mqtt_streams import WINDOW, first_boundary
+from mqttwire.capture.boundaries import first_boundary
+from mqttwire.capture.direction import WINDOW
 from mqttwire.capture.writers import Segment, TcpFlow
 
 CLIENT = ("10.0.0.1", 50000)

@@ -523,3 +523,23 @@ def test_mutated_captures_never_crash(codec: ModuleType, data: st.DataObject) ->
         if ends:
             assert mine[-1] is ends[0]
             assert ends[0].stream_offset == sum(r.length for r in mine[:-1])
+
+
+def test_a_record_pickles_and_a_pickle_naming_its_old_module_loads() -> None:
+    """Record lives in record.py; a pickle made when it lived in mqtt_streams.py (which
+    names it ``mqttwire.capture.mqtt_streams.Record``) still loads, as the same class."""
+    import dataclasses
+    import pickle
+
+    from mqttwire.capture import Record
+
+    rec = Record("packet", "c.pcap", ts=T0, topic="a/b", topic_filters=["a/#"], qos=1)
+    fields = dataclasses.astuple(rec)
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        assert dataclasses.astuple(pickle.loads(pickle.dumps(rec, protocol))) == fields
+    # Protocol 2 names the class as text: its module is rewritten to the old one.
+    data = pickle.dumps(rec, 2)
+    assert b"cmqttwire.capture.record\nRecord\n" in data
+    old = pickle.loads(data.replace(b"mqttwire.capture.record\n",
+                                    b"mqttwire.capture.mqtt_streams\n"))
+    assert type(old) is Record and dataclasses.astuple(old) == fields

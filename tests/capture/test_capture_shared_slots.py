@@ -8,11 +8,11 @@ import types
 
 import pytest
 
-from mqttwire.capture import mqtt_streams, shared_slots, tcp
+from mqttwire.capture import direction, mqtt_streams, record, shared_slots, tcp
 
 CLASSES = {"TcpStream": tcp.TcpStream, "TcpConnection": tcp.TcpConnection,
-           "_Direction": mqtt_streams._Direction, "_Connection": mqtt_streams._Connection,
-           "Record": mqtt_streams.Record}
+           "Direction": direction.Direction, "Connection": mqtt_streams.Connection,
+           "Record": record.Record}
 
 
 def test_every_shared_slot_is_a_slot_of_its_class() -> None:
@@ -25,7 +25,7 @@ def test_every_shared_slot_is_a_slot_of_its_class() -> None:
 
 
 def test_record_fields_are_in_the_shared_order() -> None:
-    assert tuple(f.name for f in dataclasses.fields(mqtt_streams.Record)) == (
+    assert tuple(f.name for f in dataclasses.fields(record.Record)) == (
         shared_slots.RECORD_FIELDS)
 
 
