@@ -125,3 +125,17 @@ def test_the_sources_hold_no_dated_measurement(path: Path) -> None:
     comment may point there, never hold the date or the timing."""
     found = [m.group(0) for m in LAB_NOTE.finditer(path.read_text())]
     assert found == [], f"{path.relative_to(ROOT)}: {found}"
+
+
+#: The most lines a file of code may have: a longer one holds several things, and is split
+#: by concern (CONTRIBUTING.md's layout names the parts).
+MAX_LINES = 1000
+CODE = sorted(p for folder in ("mqttwire", "tests", "benchmarks", "examples", "scripts")
+              for suffix in ("*.py", "*.pyx", "*.pxi", "*.pxd", "*.pyi", "*.sh")
+              for p in (ROOT / folder).rglob(suffix))
+
+
+def test_no_file_of_code_is_over_1000_lines() -> None:
+    lines = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in CODE}
+    assert {path: n for path, n in lines.items() if n > MAX_LINES} == {}
+    assert "mqttwire/capture/loop_c.pyx" in lines  # the files were found
