@@ -98,8 +98,9 @@ cdef class PacketColumns:
     index) for a row of other values than a record's, ``index`` its place in the array
     of values that :func:`row_capsule`'s function takes (the derived messages table's
     columns, filled by mqttwire/spark/derive_c.pyx).  The compiled loop fills it as it
-    decodes (:meth:`mqttwire.capture.loop_c.FastReader.fill`), from the same values it would put in a Record; a
-    record made by the pure code is taken by :meth:`add_record`.
+    decodes (:meth:`mqttwire.capture.loop_c.FastReader.fill`), from the same values it
+    would put in a Record; a record made by the pure code is taken by
+    :meth:`add_record`.
 
     With ``tables`` and a deriver (:meth:`derive_into`), every record (kind "end" too,
     which has no row) is also given to the derived tables: to the deriver's compiled

@@ -3,22 +3,23 @@
 :class:`FastReader` does, in C, what ``_read_pure`` and the layers under it do for the
 common case: it reads classic pcap records and pcapng Enhanced Packet Blocks from the file
 buffer, parses Ethernet/VLAN/SLL/SLL2/null/raw, IPv4/IPv6 and TCP headers into C locals
-(link_c.pxd, shared with the split ranges' loop in sections_c.pyx), and when a segment carries the next in-order bytes of a known MQTT stream that is
-decoding (or carries no bytes at all), it does the TCP bookkeeping, the MQTT fixed-header
-framing, the call into the Cython ``StreamDecoder`` and the :class:`Record` objects itself
-(or, given a :class:`~mqttwire.capture.arrow_c.PacketColumns` by :meth:`FastReader.fill`,
-each record's row in its Arrow columns, without the Record).
+(link_c.pxd, shared with the split ranges' loop in sections_c.pyx), and when a segment
+carries the next in-order bytes of a known MQTT stream that is decoding (or carries no
+bytes at all), it does the TCP bookkeeping, the MQTT fixed-header framing, the call into
+the Cython ``StreamDecoder`` and the :class:`Record` objects itself (or, given a
+:class:`~mqttwire.capture.arrow_c.PacketColumns` by :meth:`FastReader.fill`, each
+record's row in its Arrow columns, without the Record).
 
 Everything else is handed, whole, to the pure-Python code that is the reference: a frame
-it does not recognise goes to ``_frame`` (link.py, tcp.py, mqtt_streams.py), a pcapng block
-other than a plain EPB to ``_Pcapng.block``, a decoding error or a framing disagreement
-to ``Direction.failed`` / ``decoded``, a packet other than PUBLISH, the four
-acknowledgements, PINGREQ and PINGRESP to ``Direction.packet_records``, and the end of the file
-to ``_finish``.  The hand-over needs no copying of state because there is one copy: the
-TCP streams, connections and MQTT directions are the pure code's ``__slots__`` objects,
-which this loop reads and writes in place, and nothing is decided here before every
-condition of the fast case has been checked, so a hand-over always starts from untouched
-state.
+it does not recognise goes to ``_frame`` (link.py, tcp.py, mqtt_streams.py,
+direction.py), a pcapng block other than a plain EPB to ``_Pcapng.block``, a decoding
+error or a framing disagreement to ``Direction.failed`` / ``decoded``, a packet other
+than PUBLISH, the four acknowledgements, PINGREQ and PINGRESP to
+``Direction.packet_records``, and the end of the file to ``_finish``.  The hand-over
+needs no copying of state because there is one copy: the TCP streams, connections and
+MQTT directions are the pure code's ``__slots__`` objects, which this loop reads and
+writes in place, and nothing is decided here before every condition of the fast case has
+been checked, so a hand-over always starts from untouched state.
 
 The slots shared so are declared in :mod:`mqttwire.capture.shared_slots`, from which
 the pure classes build their ``__slots__``.  Each is reached through its member
