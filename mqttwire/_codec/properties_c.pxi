@@ -102,12 +102,83 @@ cdef object _fast_block(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
     return PyBytes_FromStringAndSize(<const char*>p + i, length)
 
 
+cdef extern from *:
+    """
+    /* A Properties instance is its object header and then one pointer per slot: the 27
+       properties and _wire (and __weakref__ on 3.11; 3.12 and later keep it before the
+       header).  When _speedups has vouched for that layout at import (mqttwire_props_words
+       set, below), a new instance is one copy of a template (None at each property, NULL
+       at _wire and __weakref__) and freeing one clears the slots in a loop, where
+       object.__new__ zeroes the object and fills it slot by slot and subtype_dealloc
+       walks the slots' member table (and runs the trashcan, the finalizer checks and two
+       changes of GC tracking).  benchmarks/peers.md, "Properties made and freed in one
+       piece". */
+    #define MQTTWIRE_PROPS_MAX 40
+    static PyObject *mqttwire_props_template[MQTTWIRE_PROPS_MAX];
+    static Py_ssize_t mqttwire_props_words = 0;  /* 0: layout not vouched for */
+    static Py_ssize_t mqttwire_props_nones = 0;
+
+    static PyObject *mqttwire_props_new(PyTypeObject *cls) {
+        PyObject *obj = _PyObject_GC_New(cls);  /* not zeroed, not tracked */
+        if (obj == NULL)
+            return NULL;
+        memcpy((char *)obj + sizeof(PyObject), mqttwire_props_template,
+               (size_t)mqttwire_props_words * sizeof(PyObject *));
+    #if PY_VERSION_HEX < 0x030C0000
+        Py_SET_REFCNT(Py_None, Py_REFCNT(Py_None) + mqttwire_props_nones);
+    #endif  /* 3.12 and later: None is immortal, its count is not kept */
+        PyObject_GC_Track(obj);
+        return obj;
+    }
+
+    static void mqttwire_props_dealloc(PyObject *self) {
+        PyTypeObject *tp = Py_TYPE(self);
+        PyObject **slot = (PyObject **)((char *)self + sizeof(PyObject));
+        Py_ssize_t k;
+        PyObject_GC_UnTrack(self);
+        if (*(PyObject **)((char *)self + tp->tp_weaklistoffset) != NULL)
+            PyObject_ClearWeakRefs(self);  /* which leaves the list empty (NULL) */
+        for (k = 0; k < mqttwire_props_words; k++)
+            Py_CLEAR(slot[k]);
+        tp->tp_free(self);
+        Py_DECREF(tp);
+    }
+
+    static void mqttwire_props_set_word(Py_ssize_t k, PyObject *value) {
+        mqttwire_props_template[k] = value;
+    }
+
+    static void mqttwire_props_set_dealloc(PyTypeObject *cls) {
+        cls->tp_dealloc = mqttwire_props_dealloc;
+    }
+    static Py_ssize_t mqttwire_basicsize(PyTypeObject *cls) { return cls->tp_basicsize; }
+    static Py_ssize_t mqttwire_weaklistoffset(PyTypeObject *cls) {
+        return cls->tp_weaklistoffset;
+    }
+    static Py_ssize_t mqttwire_dictoffset(PyTypeObject *cls) { return cls->tp_dictoffset; }
+    static int mqttwire_has_finalizer(PyTypeObject *cls) {
+        return cls->tp_finalize != NULL || cls->tp_del != NULL;
+    }
+    """
+    void _props_set_word "mqttwire_props_set_word"(Py_ssize_t k, PyObject* value)
+    Py_ssize_t _props_words "mqttwire_props_words"
+    Py_ssize_t _props_nones "mqttwire_props_nones"
+    object _props_new "mqttwire_props_new"(PyTypeObject* cls)
+    void _props_set_dealloc "mqttwire_props_set_dealloc"(PyTypeObject* cls)
+    Py_ssize_t _basicsize "mqttwire_basicsize"(PyTypeObject* cls)
+    Py_ssize_t _weaklistoffset "mqttwire_weaklistoffset"(PyTypeObject* cls)
+    Py_ssize_t _dictoffset "mqttwire_dictoffset"(PyTypeObject* cls)
+    bint _has_finalizer "mqttwire_has_finalizer"(PyTypeObject* cls)
+
+
 cdef object _new_properties(PyTypeObject* cls):
     """A new ``cls`` (Properties or _DecodedProperties) with every property slot None, as
     _codec.properties._blank makes one: the allocation alone (Properties.__new__ is not
     run), then the slots."""
     cdef int k
     cdef char* base
+    if _props_words:  # the layout checked at import: one copy of the template
+        return _props_new(cls)
     props = PyType_GenericNew(cls, NULL, NULL)
     base = <char*><PyObject*>props
     for k in range(_PROP_COUNT):  # fresh slots are NULL: a store each, nothing to release
@@ -311,7 +382,47 @@ for _pid, _entry in PROPERTY_TABLE.items():  # identifier order
     _PROP_OFFSET[_pid] = _slot_offset(_entry[0])
     _PROP_IDS[_PROP_COUNT] = _pid
     _PROP_COUNT += 1
-_PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
+_PTYPE_INTS = tuple(range(17))
+
+cdef void _vouch_for_layout() noexcept:
+    """Use _props_new and the loop dealloc for Properties and _DecodedProperties when an
+    instance is what they assume: after the object header, only pointers, each a property
+    slot, _wire, or (3.11) __weakref__; no instance dict, no finalizer, no items.  Else
+    the generic allocation and subtype_dealloc stay (mqttwire_props_words stays 0)."""
+    global _props_words, _props_nones
+    cdef Py_ssize_t head = sizeof(PyObject), size = _basicsize(_PROPERTIES)
+    cdef Py_ssize_t words = (size - head) // <Py_ssize_t>sizeof(PyObject*), off, k
+    cdef Py_ssize_t weak = _weaklistoffset(_PROPERTIES), nones = 0
+    cdef int j
+    cdef bint known
+    if (words <= 0 or words > 40 or head + words * <Py_ssize_t>sizeof(PyObject*) != size
+            or _dictoffset(_PROPERTIES) != 0 or _has_finalizer(_PROPERTIES)
+            or _has_finalizer(_DECODED) or _basicsize(_DECODED) != size
+            or (<object>_PROPERTIES).__itemsize__ != 0 or weak == 0):
+        return
+    for k in range(words):
+        off = head + k * <Py_ssize_t>sizeof(PyObject*)
+        known = off == weak or off == _WIRE_SLOT
+        _props_set_word(k, NULL)
+        for j in range(_PROP_COUNT):
+            if _PROP_OFFSET[_PROP_IDS[j]] == off:
+                known = True
+                _props_set_word(k, Py_None)
+                nones += 1
+        if not known:
+            return
+    if nones != _PROP_COUNT:
+        return
+    _props_nones = nones
+    _props_words = words
+    _props_set_dealloc(_PROPERTIES)
+    _props_set_dealloc(_DECODED)
+
+
+_vouch_for_layout()
+# The __class__ check of _DecodedProperties again, with the dealloc each class now has.
+object.__setattr__(_new_properties(_DECODED), "__class__", Properties)
+  # the packet types (16: WILL) as int objects
 cdef tuple _NO_ARGS = ()
 
 

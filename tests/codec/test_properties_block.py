@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
+import sys
 import weakref
 from types import ModuleType
 
@@ -393,3 +394,57 @@ def test_every_publish_value_kind_reads_back(codec: ModuleType) -> None:
     assert got == props and repr(got) == repr(props)
     assert codec.decode(wire, version=5).properties == props  # compared before any read
     assert codec.Publish("a/b", b"x", properties=got).encode(5) == wire
+
+
+class _Value:
+    """A property value whose release a weak reference sees."""
+
+
+def test_a_freed_properties_releases_every_value(codec: ModuleType) -> None:
+    """A Properties, decoded (built on read or not) or made by the user, lets go of its
+    values, its block and its weak references when freed, and keeps None's count even
+    (the extension makes and frees a Properties in one piece: benchmarks/peers.md,
+    "Properties made and freed in one piece")."""
+    data = codec.Publish(
+        "a/b", b"x", properties=Properties(message_expiry_interval=3, user_properties=[("k", "v")])
+    ).encode(5)
+    ack = codec.PubAck(3, properties=Properties(reason_string="r")).encode(5)
+    reads = [
+        lambda: codec.decode(data, version=5).properties,
+        lambda: codec.decode(data, version=5).properties.user_properties,
+        lambda: codec.decode(ack, version=5).properties,
+        lambda: codec.decode(ack, version=5).properties.reason_string,
+        lambda: Properties(content_type="t", correlation_data=b"c"),
+    ]
+    for read in reads:
+        read()
+        before = sys.getrefcount(None)
+        for _ in range(200):
+            read()
+        assert sys.getrefcount(None) - before in (-1, 0, 1)
+
+    value = _Value()
+    seen = weakref.ref(value)
+    props = codec.decode(data, version=5).properties
+    vars(Properties)["content_type"].__set__(props, value)  # any object, in a slot
+    alive = weakref.ref(props)
+    del props, value
+    assert seen() is None
+    assert alive() is None
+
+
+def test_a_subclass_of_properties_is_freed_with_its_finalizer(codec: ModuleType) -> None:
+    finalized: list[object] = []
+
+    class Kept(Properties):
+        __slots__ = ()
+
+        def __del__(self) -> None:
+            finalized.append(self.content_type)
+
+    kept = Kept(content_type="t")
+    alive = weakref.ref(kept)
+    del kept
+    gc.collect()
+    assert finalized == ["t"]
+    assert alive() is None
