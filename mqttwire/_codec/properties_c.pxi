@@ -138,8 +138,25 @@ cdef extern from *:
         PyObject_GC_UnTrack(self);
         if (*(PyObject **)((char *)self + tp->tp_weaklistoffset) != NULL)
             PyObject_ClearWeakRefs(self);  /* which leaves the list empty (NULL) */
-        for (k = 0; k < mqttwire_props_words; k++)
-            Py_CLEAR(slot[k]);
+        /* Nothing can reach the object any more (no weak reference, untracked), so the
+           slots are released without being set to NULL.  None is skipped: on 3.12 and
+           later it is immortal, on 3.11 its count drops once for all of them. */
+    #if PY_VERSION_HEX < 0x030C0000
+        Py_ssize_t nones = 0;
+    #endif
+        for (k = 0; k < mqttwire_props_words; k++) {
+            PyObject *value = slot[k];
+            if (value == Py_None) {
+    #if PY_VERSION_HEX < 0x030C0000
+                nones++;
+    #endif
+            } else if (value != NULL) {
+                Py_DECREF(value);
+            }
+        }
+    #if PY_VERSION_HEX < 0x030C0000
+        Py_SET_REFCNT(Py_None, Py_REFCNT(Py_None) - nones);
+    #endif
         tp->tp_free(self);
         Py_DECREF(tp);
     }
@@ -240,6 +257,7 @@ cdef int _fill_values(object props, bytes block) except -1:
     cdef Py_ssize_t i = 0, stop = PyBytes_GET_SIZE(block), n, m, value
     cdef int pid, kind
     cdef list pairs = None, ids = None
+    cdef Py_ssize_t npairs = 0
     while i < stop:
         pid = p[i]
         i += 1
@@ -269,12 +287,19 @@ cdef int _fill_values(object props, bytes block) except -1:
             if stop - i - 4 - n < m:
                 return _unchecked_block()
             pair = (_ascii_or_utf8(p + i + 2, n), _ascii_or_utf8(p + i + 4 + n, m))
-            i += 4 + n + m
             if pairs is None:
-                pairs = [pair]
+                # The list made at its final size, the pairs counted ahead (one growth of
+                # the list's array, a realloc, costs more than the count).
+                pairs = _new_list(_count_pairs(p, i + 4 + n + m, stop) + 1)
                 slot_put(props, _PROP_OFFSET[0x26], pairs)
-            else:
-                pairs.append(pair)
+                npairs = 0
+            i += 4 + n + m
+            if npairs < PyList_GET_SIZE(pairs):
+                Py_INCREF(pair)
+                PyList_SET_ITEM(pairs, npairs, pair)
+                npairs += 1
+            else:  # more than counted: only a block that no decode checked
+                return _unchecked_block()
         else:  # BYTE, U16, U32, VARINT
             if kind == 0:
                 if i >= stop:
@@ -302,7 +327,49 @@ cdef int _fill_values(object props, bytes block) except -1:
                     ids.append(value)
                 continue
             slot_put(props, _PROP_OFFSET[pid], value)
+    if pairs is not None and npairs != PyList_GET_SIZE(pairs):
+        return _unchecked_block()  # fewer than counted: the list would hold NULLs
     return pairs is not None or ids is not None
+
+
+cdef Py_ssize_t _count_pairs(const unsigned char* p, Py_ssize_t i, Py_ssize_t stop) noexcept:
+    """How many User Properties the block p[i:stop] holds, by its identifiers and lengths
+    alone (a block that does not parse counts what it parsed: _fill_values then finds a
+    different number and refuses it)."""
+    cdef Py_ssize_t count = 0
+    cdef int pid, kind
+    while i < stop:
+        pid = p[i]
+        i += 1
+        if pid >= 0x80 or _PROP_KIND[pid] < 0:
+            break
+        kind = _PROP_KIND[pid]
+        if kind == 0:
+            i += 1
+        elif kind == 1:
+            i += 2
+        elif kind == 2:
+            i += 4
+        elif kind == 3:
+            while i < stop and p[i] & 0x80:
+                i += 1
+            i += 1
+        else:  # UTF-8 or Binary Data: a two-byte length; a User Property: two of them
+            if stop - i < 2:
+                break
+            i += 2 + ((p[i] << 8) | p[i + 1])
+            if kind == 6:
+                count += 1
+                if stop - i < 2:
+                    break
+                i += 2 + ((p[i] << 8) | p[i + 1])
+    return count
+
+
+cdef extern from "Python.h":
+    list _new_list "PyList_New"(Py_ssize_t size)
+    Py_ssize_t PyList_GET_SIZE(list l)
+    void PyList_SET_ITEM(list l, Py_ssize_t i, object o)  # steals a reference
 
 
 cdef int _unchecked_block() except -1:
