@@ -217,12 +217,11 @@ cdef object _built_properties(bytes raw, int ptype):
     packets that keep the bare block until ``properties`` is read (PUBLISH, CONNECT, Will),
     whose reader is about to read a value.  Each value is stored in its slot."""
     props = _new_properties(_PROPERTIES)
-    if _fill_values(props, raw):
-        # Lists are not copied (reading them is what the caller is about to do): the None
-        # tells wire_block to compare them with the block itself before reusing it.
-        slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype], None))
-    else:
-        slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
+    _fill_values(props, raw)
+    # The bare block, no (block, kind) tuple to make: wire_block (and _reusable_block)
+    # check it for the packet type it is reused for, and compare the lists, not copied
+    # (reading them is what the caller is about to do), with the block's own.
+    slot_put(props, _WIRE_SLOT, raw)
     return props
 
 
