@@ -134,7 +134,7 @@ cdef extern from *:
     static void mqttwire_props_dealloc(PyObject *self) {
         PyTypeObject *tp = Py_TYPE(self);
         PyObject **slot = (PyObject **)((char *)self + sizeof(PyObject));
-        Py_ssize_t k;
+        Py_ssize_t k, words = mqttwire_props_words;  /* read once: a DECREF may run code */
         PyObject_GC_UnTrack(self);
         if (*(PyObject **)((char *)self + tp->tp_weaklistoffset) != NULL)
             PyObject_ClearWeakRefs(self);  /* which leaves the list empty (NULL) */
@@ -144,7 +144,7 @@ cdef extern from *:
     #if PY_VERSION_HEX < 0x030C0000
         Py_ssize_t nones = 0;
     #endif
-        for (k = 0; k < mqttwire_props_words; k++) {
+        for (k = 0; k < words; k++) {
             PyObject *value = slot[k];
             if (value == Py_None) {
     #if PY_VERSION_HEX < 0x030C0000
