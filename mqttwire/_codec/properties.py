@@ -351,7 +351,7 @@ def wire_block(props: Properties, ptype: int) -> bytes | None:
         data = encode_varint(len(wire)) + wire
         try:
             again = decode_properties(data, 0, len(data), ptype, "")[0]
-        except MalformedPacket:  # ProtocolError included: a property ptype does not allow
+        except (MalformedPacket, ProtocolError):  # not valid for ptype: written anew
             return None
         if (again is None
                 or _GET["user_properties"](props) != again.user_properties

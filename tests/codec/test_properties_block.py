@@ -468,3 +468,26 @@ def test_a_read_block_serves_another_packet_type_that_allows_it(both_codecs) -> 
             conn = m.Connect("c", will=m.Will("w", b"", properties=props))
             with pytest.raises(MalformedPacket, match=r"0x23 \(topic alias\) is not allowed"):
                 conn.encode(5)
+
+
+def test_a_read_block_invalid_for_another_packet_type_is_written_anew(both_codecs) -> None:
+    """Two Subscription Identifiers, valid in a PUBLISH, given to a SUBSCRIBE (which may
+    carry one): both implementations' encoders refuse them with the error they give for
+    user-built Properties, whichever implementation read them."""
+    props = Properties(subscription_identifiers=[1, 2])
+    wire = bytes.fromhex("300b 0003612f62 04 0b010b02 78")
+    expected = set()
+    for m in both_codecs:
+        sub = m.Subscribe(1, [m.Subscription("a")], properties=props)
+        with pytest.raises(ProtocolError) as exc:
+            sub.encode(5)
+        expected.add(str(exc.value))
+    assert len(expected) == 1
+    for source in both_codecs:
+        for m in both_codecs:
+            read = source.decode(wire, version=5).properties
+            assert read.subscription_identifiers == [1, 2]
+            sub = m.Subscribe(1, [m.Subscription("a")], properties=read)
+            with pytest.raises(ProtocolError) as exc:
+                sub.encode(5)
+            assert str(exc.value) in expected
