@@ -69,6 +69,8 @@ cdef Py_ssize_t _WIRE_SLOT  # the offset of Properties._wire in an instance
 cdef tuple _PTYPE_INTS  # the packet types (16: WILL) as int objects
 cdef object _USER_PROPERTIES, _SUBSCRIPTION_IDS  # the two list-valued attribute names
 
+cdef int _scan_properties(const unsigned char* p, Py_ssize_t i, Py_ssize_t stop,
+                          int ptype) except -1
 cdef object _fast_block(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
                         int ptype)
 cdef object _raw_properties(bytes raw, int ptype)

@@ -491,8 +491,7 @@ cdef object _decode_one(const unsigned char* p, Py_ssize_t n, object data, int v
     return packet
 
 
-def decode(data, *, version=5):
-    """Decode ``data``, which must hold exactly one packet."""
+cdef object _decode(object data, object version):
     cdef int v = _check_version(version)
     cdef _Input inp
     if type(data) is bytes:
@@ -504,3 +503,32 @@ def decode(data, *, version=5):
         return _decode_one(inp.p, inp.n, data, v)
     finally:
         inp.release()
+
+
+# decode() is called with a keyword (version=), and what that call costs depends on the
+# kind of function and on the interpreter.  CPython 3.11 and 3.12 call a builtin function
+# (binding=False) directly (CALL_BUILTIN_FAST_WITH_KEYWORDS); 3.13 does not specialise a
+# call with keywords (CALL_KW) at all, and there a Cython function object (binding=True) is
+# the cheaper of the two to call the generic way.  So the module's decode is the one that
+# its interpreter calls faster; both have the same signature and docstring (the builtin's
+# signature for inspect leads its docstring).  benchmarks/peers.md, "encode() as a plain
+# method".
+@cython.binding(False)
+def decode(data, *, version=5):
+    """decode(data, *, version=5)
+--
+
+Decode ``data``, which must hold exactly one packet."""
+    return _decode(data, version)
+
+
+@cython.binding(True)
+def _decode_function(data, *, version=5):
+    """Decode ``data``, which must hold exactly one packet."""
+    return _decode(data, version)
+
+
+if PY_VERSION_HEX >= 0x030D0000:
+    _decode_function.__name__ = _decode_function.__qualname__ = "decode"
+    decode = _decode_function
+del _decode_function

@@ -340,6 +340,23 @@ cdef object _reusable_block(object props, int ptype):
     cdef PyObject* slot = slot_get(props, _WIRE_SLOT)
     cdef tuple wire
     cdef Py_ssize_t j
+    if slot != NULL and type(<object>slot) is bytes:
+        # The bare block of a Properties built when a packet's ``properties`` was read:
+        # valid for ptype if the decoder's scan accepts it for ptype; the lists, built
+        # from it without a copy, compared with the block's own.
+        block = <bytes>slot
+        if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(block), 0,
+                                PyBytes_GET_SIZE(block), ptype):
+            return None
+        if (_list_value(props, _SUBSCRIPTION_IDS) is not None
+                or _list_value(props, _USER_PROPERTIES) is not None):
+            again = _new_properties(_PROPERTIES)
+            _fill_values(again, block)
+            if (_list_value(props, _SUBSCRIPTION_IDS) != _list_value(again, _SUBSCRIPTION_IDS)
+                    or _list_value(props, _USER_PROPERTIES)
+                    != _list_value(again, _USER_PROPERTIES)):
+                return None
+        return block
     if slot == NULL or type(<object>slot) is not tuple:
         return None
     wire = <tuple>slot

@@ -178,7 +178,11 @@ class Properties:
     # (user_properties, subscription_identifiers) when the block was taken, or None when
     # the lists were built from the block without a copy (the extension, when reading):
     # either way a list changed in place is noticed before the block is reused
-    # (wire_block).  Setting or deleting a property drops the block.
+    # (wire_block).  The extension also leaves the bare block (bytes, no tuple) in a
+    # Properties whose values it built from a packet's block when ``properties`` was read:
+    # its values came from the block, the lists without a copy, and the block is reused
+    # for a packet type that allows every property in it (wire_block checks).  Setting or
+    # deleting a property drops the block.
     __slots__ = (*PROPERTY_NAMES, "_wire", "__weakref__")
     _wire: tuple[Any, ...] | None
 
@@ -341,6 +345,19 @@ def wire_block(props: Properties, ptype: int) -> bytes | None:
         wire = _GET_WIRE(props)
     except AttributeError:  # never set: no block
         return None
+    if type(wire) is bytes:
+        # The extension's bare block: valid for ptype if it decodes for it; its lists
+        # were built from it without a copy, and are compared with its own below.
+        data = encode_varint(len(wire)) + wire
+        try:
+            again = decode_properties(data, 0, len(data), ptype, "")[0]
+        except (MalformedPacket, ProtocolError):  # not valid for ptype: written anew
+            return None
+        if (again is None
+                or _GET["user_properties"](props) != again.user_properties
+                or _GET["subscription_identifiers"](props) != again.subscription_identifiers):
+            return None
+        return wire
     if wire is None or wire[1] != ptype:
         return None
     if len(wire) == 2:

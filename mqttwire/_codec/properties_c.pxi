@@ -102,12 +102,100 @@ cdef object _fast_block(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
     return PyBytes_FromStringAndSize(<const char*>p + i, length)
 
 
+cdef extern from *:
+    """
+    /* A Properties instance is its object header and then one pointer per slot: the 27
+       properties and _wire (and __weakref__ on 3.11; 3.12 and later keep it before the
+       header).  When _speedups has vouched for that layout at import (mqttwire_props_words
+       set, below), a new instance is one copy of a template (None at each property, NULL
+       at _wire and __weakref__) and freeing one clears the slots in a loop, where
+       object.__new__ zeroes the object and fills it slot by slot and subtype_dealloc
+       walks the slots' member table (and runs the trashcan, the finalizer checks and two
+       changes of GC tracking).  benchmarks/peers.md, "Properties made and freed in one
+       piece". */
+    #define MQTTWIRE_PROPS_MAX 40
+    static PyObject *mqttwire_props_template[MQTTWIRE_PROPS_MAX];
+    static Py_ssize_t mqttwire_props_words = 0;  /* 0: layout not vouched for */
+    static Py_ssize_t mqttwire_props_nones = 0;
+
+    static PyObject *mqttwire_props_new(PyTypeObject *cls) {
+        PyObject *obj = _PyObject_GC_New(cls);  /* not zeroed, not tracked */
+        if (obj == NULL)
+            return NULL;
+        memcpy((char *)obj + sizeof(PyObject), mqttwire_props_template,
+               (size_t)mqttwire_props_words * sizeof(PyObject *));
+    #if PY_VERSION_HEX < 0x030C0000
+        Py_SET_REFCNT(Py_None, Py_REFCNT(Py_None) + mqttwire_props_nones);
+    #endif  /* 3.12 and later: None is immortal, its count is not kept */
+        PyObject_GC_Track(obj);
+        return obj;
+    }
+
+    static void mqttwire_props_dealloc(PyObject *self) {
+        PyTypeObject *tp = Py_TYPE(self);
+        PyObject **slot = (PyObject **)((char *)self + sizeof(PyObject));
+        Py_ssize_t k, words = mqttwire_props_words;  /* read once: a DECREF may run code */
+        PyObject_GC_UnTrack(self);
+        if (*(PyObject **)((char *)self + tp->tp_weaklistoffset) != NULL)
+            PyObject_ClearWeakRefs(self);  /* which leaves the list empty (NULL) */
+        /* Nothing can reach the object any more (no weak reference, untracked), so the
+           slots are released without being set to NULL.  None is skipped: on 3.12 and
+           later it is immortal, on 3.11 its count drops once for all of them. */
+    #if PY_VERSION_HEX < 0x030C0000
+        Py_ssize_t nones = 0;
+    #endif
+        for (k = 0; k < words; k++) {
+            PyObject *value = slot[k];
+            if (value == Py_None) {
+    #if PY_VERSION_HEX < 0x030C0000
+                nones++;
+    #endif
+            } else if (value != NULL) {
+                Py_DECREF(value);
+            }
+        }
+    #if PY_VERSION_HEX < 0x030C0000
+        Py_SET_REFCNT(Py_None, Py_REFCNT(Py_None) - nones);
+    #endif
+        tp->tp_free(self);
+        Py_DECREF(tp);
+    }
+
+    static void mqttwire_props_set_word(Py_ssize_t k, PyObject *value) {
+        mqttwire_props_template[k] = value;
+    }
+
+    static void mqttwire_props_set_dealloc(PyTypeObject *cls) {
+        cls->tp_dealloc = mqttwire_props_dealloc;
+    }
+    static Py_ssize_t mqttwire_basicsize(PyTypeObject *cls) { return cls->tp_basicsize; }
+    static Py_ssize_t mqttwire_weaklistoffset(PyTypeObject *cls) {
+        return cls->tp_weaklistoffset;
+    }
+    static Py_ssize_t mqttwire_dictoffset(PyTypeObject *cls) { return cls->tp_dictoffset; }
+    static int mqttwire_has_finalizer(PyTypeObject *cls) {
+        return cls->tp_finalize != NULL || cls->tp_del != NULL;
+    }
+    """
+    void _props_set_word "mqttwire_props_set_word"(Py_ssize_t k, PyObject* value)
+    Py_ssize_t _props_words "mqttwire_props_words"
+    Py_ssize_t _props_nones "mqttwire_props_nones"
+    object _props_new "mqttwire_props_new"(PyTypeObject* cls)
+    void _props_set_dealloc "mqttwire_props_set_dealloc"(PyTypeObject* cls)
+    Py_ssize_t _basicsize "mqttwire_basicsize"(PyTypeObject* cls)
+    Py_ssize_t _weaklistoffset "mqttwire_weaklistoffset"(PyTypeObject* cls)
+    Py_ssize_t _dictoffset "mqttwire_dictoffset"(PyTypeObject* cls)
+    bint _has_finalizer "mqttwire_has_finalizer"(PyTypeObject* cls)
+
+
 cdef object _new_properties(PyTypeObject* cls):
     """A new ``cls`` (Properties or _DecodedProperties) with every property slot None, as
     _codec.properties._blank makes one: the allocation alone (Properties.__new__ is not
     run), then the slots."""
     cdef int k
     cdef char* base
+    if _props_words:  # the layout checked at import: one copy of the template
+        return _props_new(cls)
     props = PyType_GenericNew(cls, NULL, NULL)
     base = <char*><PyObject*>props
     for k in range(_PROP_COUNT):  # fresh slots are NULL: a store each, nothing to release
@@ -129,12 +217,11 @@ cdef object _built_properties(bytes raw, int ptype):
     packets that keep the bare block until ``properties`` is read (PUBLISH, CONNECT, Will),
     whose reader is about to read a value.  Each value is stored in its slot."""
     props = _new_properties(_PROPERTIES)
-    if _fill_values(props, raw):
-        # Lists are not copied (reading them is what the caller is about to do): the None
-        # tells wire_block to compare them with the block itself before reusing it.
-        slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype], None))
-    else:
-        slot_put(props, _WIRE_SLOT, (raw, _PTYPE_INTS[ptype]))
+    _fill_values(props, raw)
+    # The bare block, no (block, kind) tuple to make: wire_block (and _reusable_block)
+    # check it for the packet type it is reused for, and compare the lists, not copied
+    # (reading them is what the caller is about to do), with the block's own.
+    slot_put(props, _WIRE_SLOT, raw)
     return props
 
 
@@ -169,6 +256,7 @@ cdef int _fill_values(object props, bytes block) except -1:
     cdef Py_ssize_t i = 0, stop = PyBytes_GET_SIZE(block), n, m, value
     cdef int pid, kind
     cdef list pairs = None, ids = None
+    cdef Py_ssize_t npairs = 0
     while i < stop:
         pid = p[i]
         i += 1
@@ -198,12 +286,19 @@ cdef int _fill_values(object props, bytes block) except -1:
             if stop - i - 4 - n < m:
                 return _unchecked_block()
             pair = (_ascii_or_utf8(p + i + 2, n), _ascii_or_utf8(p + i + 4 + n, m))
-            i += 4 + n + m
             if pairs is None:
-                pairs = [pair]
+                # The list made at its final size, the pairs counted ahead (one growth of
+                # the list's array, a realloc, costs more than the count).
+                pairs = _new_list(_count_pairs(p, i + 4 + n + m, stop) + 1)
                 slot_put(props, _PROP_OFFSET[0x26], pairs)
-            else:
-                pairs.append(pair)
+                npairs = 0
+            i += 4 + n + m
+            if npairs < PyList_GET_SIZE(pairs):
+                Py_INCREF(pair)
+                PyList_SET_ITEM(pairs, npairs, pair)
+                npairs += 1
+            else:  # more than counted: only a block that no decode checked
+                return _unchecked_block()
         else:  # BYTE, U16, U32, VARINT
             if kind == 0:
                 if i >= stop:
@@ -231,7 +326,49 @@ cdef int _fill_values(object props, bytes block) except -1:
                     ids.append(value)
                 continue
             slot_put(props, _PROP_OFFSET[pid], value)
+    if pairs is not None and npairs != PyList_GET_SIZE(pairs):
+        return _unchecked_block()  # fewer than counted: the list would hold NULLs
     return pairs is not None or ids is not None
+
+
+cdef Py_ssize_t _count_pairs(const unsigned char* p, Py_ssize_t i, Py_ssize_t stop) noexcept:
+    """How many User Properties the block p[i:stop] holds, by its identifiers and lengths
+    alone (a block that does not parse counts what it parsed: _fill_values then finds a
+    different number and refuses it)."""
+    cdef Py_ssize_t count = 0
+    cdef int pid, kind
+    while i < stop:
+        pid = p[i]
+        i += 1
+        if pid >= 0x80 or _PROP_KIND[pid] < 0:
+            break
+        kind = _PROP_KIND[pid]
+        if kind == 0:
+            i += 1
+        elif kind == 1:
+            i += 2
+        elif kind == 2:
+            i += 4
+        elif kind == 3:
+            while i < stop and p[i] & 0x80:
+                i += 1
+            i += 1
+        else:  # UTF-8 or Binary Data: a two-byte length; a User Property: two of them
+            if stop - i < 2:
+                break
+            i += 2 + ((p[i] << 8) | p[i + 1])
+            if kind == 6:
+                count += 1
+                if stop - i < 2:
+                    break
+                i += 2 + ((p[i] << 8) | p[i + 1])
+    return count
+
+
+cdef extern from "Python.h":
+    list _new_list "PyList_New"(Py_ssize_t size)
+    Py_ssize_t PyList_GET_SIZE(list l)
+    void PyList_SET_ITEM(list l, Py_ssize_t i, object o)  # steals a reference
 
 
 cdef int _unchecked_block() except -1:
@@ -311,7 +448,47 @@ for _pid, _entry in PROPERTY_TABLE.items():  # identifier order
     _PROP_OFFSET[_pid] = _slot_offset(_entry[0])
     _PROP_IDS[_PROP_COUNT] = _pid
     _PROP_COUNT += 1
-_PTYPE_INTS = tuple(range(17))  # the packet types (16: WILL) as int objects
+_PTYPE_INTS = tuple(range(17))
+
+cdef void _vouch_for_layout() noexcept:
+    """Use _props_new and the loop dealloc for Properties and _DecodedProperties when an
+    instance is what they assume: after the object header, only pointers, each a property
+    slot, _wire, or (3.11) __weakref__; no instance dict, no finalizer, no items.  Else
+    the generic allocation and subtype_dealloc stay (mqttwire_props_words stays 0)."""
+    global _props_words, _props_nones
+    cdef Py_ssize_t head = sizeof(PyObject), size = _basicsize(_PROPERTIES)
+    cdef Py_ssize_t words = (size - head) // <Py_ssize_t>sizeof(PyObject*), off, k
+    cdef Py_ssize_t weak = _weaklistoffset(_PROPERTIES), nones = 0
+    cdef int j
+    cdef bint known
+    if (words <= 0 or words > 40 or head + words * <Py_ssize_t>sizeof(PyObject*) != size
+            or _dictoffset(_PROPERTIES) != 0 or _has_finalizer(_PROPERTIES)
+            or _has_finalizer(_DECODED) or _basicsize(_DECODED) != size
+            or (<object>_PROPERTIES).__itemsize__ != 0 or weak == 0):
+        return
+    for k in range(words):
+        off = head + k * <Py_ssize_t>sizeof(PyObject*)
+        known = off == weak or off == _WIRE_SLOT
+        _props_set_word(k, NULL)
+        for j in range(_PROP_COUNT):
+            if _PROP_OFFSET[_PROP_IDS[j]] == off:
+                known = True
+                _props_set_word(k, Py_None)
+                nones += 1
+        if not known:
+            return
+    if nones != _PROP_COUNT:
+        return
+    _props_nones = nones
+    _props_words = words
+    _props_set_dealloc(_PROPERTIES)
+    _props_set_dealloc(_DECODED)
+
+
+_vouch_for_layout()
+# The __class__ check of _DecodedProperties again, with the dealloc each class now has.
+object.__setattr__(_new_properties(_DECODED), "__class__", Properties)
+  # the packet types (16: WILL) as int objects
 cdef tuple _NO_ARGS = ()
 
 
