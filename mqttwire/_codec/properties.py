@@ -219,8 +219,15 @@ class Properties:
     shared_subscription_available: int | None
 
     def __new__(cls, **kwargs: Any) -> Properties:
-        # Every slot None before __init__ sets the given ones (see _blank).
-        return _blank(cls)
+        # Every slot None before __init__ sets the given ones (see _blank, which needs
+        # Properties' own layout: a subclass with an instance dict or slots of its own
+        # gets them one at a time).
+        if cls.__basicsize__ == Properties.__basicsize__ and not cls.__dictoffset__:
+            return _blank(cls)
+        props = object.__new__(cls)
+        for name in PROPERTY_NAMES:
+            object.__setattr__(props, name, None)
+        return props
 
     def __init__(self, **kwargs: Any) -> None:
         for name, value in kwargs.items():

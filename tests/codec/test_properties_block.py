@@ -452,6 +452,25 @@ def test_a_subclass_of_properties_is_freed_with_its_finalizer(codec: ModuleType)
     assert alive() is None
 
 
+def test_a_subclass_with_its_own_attributes_is_made_blank(codec: ModuleType) -> None:
+    """A subclass with an instance dict, or slots of its own, has another layout than
+    Properties: it is made with every property None all the same, and encodes alike."""
+
+    class WithDict(Properties):
+        pass
+
+    class WithSlot(Properties):
+        __slots__ = ("note",)
+
+    for cls in (WithDict, WithSlot):
+        props = cls(message_expiry_interval=5)
+        assert type(props) is cls
+        assert props.message_expiry_interval == 5 and props.content_type is None
+        assert props == Properties(message_expiry_interval=5)
+        publish = codec.Publish("t", b"", properties=props)
+        assert codec.decode(publish.encode(5), version=5).properties == props
+
+
 def test_a_read_block_serves_another_packet_type_that_allows_it(both_codecs) -> None:
     """Properties read from a PUBLISH whose properties a Will allows too: either
     implementation's encoder writes them for the Will, and they decode equal; with a
