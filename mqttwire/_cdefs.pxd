@@ -119,14 +119,21 @@ cdef inline void slot_put(object obj, Py_ssize_t off, object value) noexcept:
     Py_XDECREF(old)
 
 
-# ``value`` when it is an int (not a bool, not a subclass) from 0 to ``top``, else -1: a
-# range check without Python comparisons that cannot overflow (a value too large for a C
-# integer must reach the reference code, which names it in its error).  An int of one
-# digit (below 2**30 in magnitude: every packet field but a few 4-byte ones) is read from
-# the object as CPython's own code reads it; any other goes through
-# PyLong_AsLongLongAndOverflow, a call that costs more from 3.12 on (the new int layout).
+# An exact int's value as a C long long (``overflow`` set, -1 returned, when it does not
+# fit), and a str's UTF-8: the one-digit int and the ASCII str read from the object as
+# CPython's own code reads them, any other through the C API's call, a call that costs
+# more from 3.12 on (the new int layout).  long_value's callers check the exact type
+# first.
+#
+# uint_in_range: ``value`` when it is an int (not a bool, not a subclass) from 0 to
+# ``top``, else -1: a range check without Python comparisons that cannot overflow (a value
+# too large for a C integer must reach the reference code, which names it in its error).
+# Every packet field but a few 4-byte ones is an int of one digit (below 2**30).
+#
 # Written in C to be inlined at every call: GCC stopped inlining the Cython function into
-# the encoders when built against 3.12's headers (larger Py_INCREF/Py_DECREF).
+# the encoders when built against 3.12's headers (larger Py_INCREF/Py_DECREF).  The
+# codec's encoders use uint_in_range; the compiled capture code's Arrow columns
+# (capture/arrow_c.pyx), which convert every value of every row, long_value and utf8.
 cdef extern from *:
     """
     #include <limits.h>
@@ -134,40 +141,6 @@ cdef extern from *:
     #define MQTTWIRE_ALWAYS_INLINE static inline __attribute__((always_inline))
     #else
     #define MQTTWIRE_ALWAYS_INLINE static inline
-    #endif
-    MQTTWIRE_ALWAYS_INLINE long long mqttwire_uint_in_range(PyObject *v, long long top) {
-        long long x = LLONG_MIN;
-        int overflow = 0;
-        if (Py_TYPE(v) != &PyLong_Type) return -1;
-    #if PY_VERSION_HEX >= 0x030C0000
-        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
-            x = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
-        }
-    #else
-        if (Py_SIZE(v) == 0) x = 0;
-        else if (Py_SIZE(v) == 1) x = (long long)((PyLongObject *)v)->ob_digit[0];
-        else if (Py_SIZE(v) < 0) return -1;
-    #endif
-        if (x == LLONG_MIN) x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        return (!overflow && x >= 0 && x <= top) ? x : -1;
-    }
-    """
-    long long uint_in_range "mqttwire_uint_in_range"(object value, long long top) noexcept
-
-
-# An exact int's value as a C long long (``overflow`` set, -1 returned, when it does not
-# fit), and a str's UTF-8: the one-digit int and the ASCII str read from the object as
-# CPython's own code reads them, any other through the C API's call.  For the compiled
-# capture code's Arrow columns (capture/arrow_c.pyx), which convert every value of every
-# row; the callers check the exact type first.
-cdef extern from *:
-    """
-    #ifndef MQTTWIRE_ALWAYS_INLINE
-    #if defined(__GNUC__)
-    #define MQTTWIRE_ALWAYS_INLINE static inline __attribute__((always_inline))
-    #else
-    #define MQTTWIRE_ALWAYS_INLINE static inline
-    #endif
     #endif
     MQTTWIRE_ALWAYS_INLINE long long mqttwire_long_value(PyObject *v, int *overflow) {
     #if PY_VERSION_HEX >= 0x030C0000
@@ -181,6 +154,13 @@ cdef extern from *:
     #endif
         return PyLong_AsLongLongAndOverflow(v, overflow);
     }
+    MQTTWIRE_ALWAYS_INLINE long long mqttwire_uint_in_range(PyObject *v, long long top) {
+        long long x;
+        int overflow = 0;
+        if (Py_TYPE(v) != &PyLong_Type) return -1;
+        x = mqttwire_long_value(v, &overflow);
+        return (!overflow && x >= 0 && x <= top) ? x : -1;
+    }
     MQTTWIRE_ALWAYS_INLINE const char *mqttwire_utf8(PyObject *s, Py_ssize_t *size) {
         if (PyUnicode_IS_COMPACT_ASCII(s)) {
             *size = PyUnicode_GET_LENGTH(s);
@@ -189,6 +169,7 @@ cdef extern from *:
         return PyUnicode_AsUTF8AndSize(s, size);
     }
     """
+    long long uint_in_range "mqttwire_uint_in_range"(object value, long long top) noexcept
     long long long_value "mqttwire_long_value"(object value, int* overflow) noexcept
     const char* utf8 "mqttwire_utf8"(object text, Py_ssize_t* size) except NULL
 
