@@ -42,8 +42,6 @@ from libc.string cimport memcmp, memcpy, memset
 
 # The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
 from .._cdefs cimport (
-    PyType_GenericAlloc,
-    PyUnicode_AsUTF8AndSize,
     Py_False,
     Py_None,
     Py_True,
