@@ -181,3 +181,23 @@ cdef class _Input:
 
     cdef int open(self, object data) except -1
     cdef void release(self) noexcept
+
+
+# ---------------------------------------------------------------------------------------
+# _codec/stream_c.pxi: the stream decoder's state.  Declared here so that the compiled
+# capture loop (mqttwire/capture/loop_c.pyx) can tell when a direction's decoder holds
+# nothing (no bytes buffered, no error, its level known) and read the packets of a
+# segment itself, advancing ``_consumed`` by what it read, as ``_parse`` would.
+
+cdef class StreamDecoder:
+    cdef public object version
+    cdef public object max_packet_size
+    cdef bint _learn
+    cdef bytearray _buffer  # the incomplete packet carried over to the next feed()
+    cdef Py_ssize_t _need  # its full size once its fixed header is known, else 0
+    cdef long long _consumed  # stream offset of _buffer[0]
+    cdef object _error
+    cdef bint _feeding
+
+    cdef list _feed(self, object chunk)
+    cdef Py_ssize_t _parse(self, const unsigned char* p, Py_ssize_t n, list out) except -1

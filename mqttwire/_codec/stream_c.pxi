@@ -13,14 +13,7 @@ cdef class StreamDecoder:
     # turns into the type's __doc__ (a docstring literal would have to repeat the text).
     __doc__ = _STREAM_DECODER_DOC
 
-    cdef public object version
-    cdef public object max_packet_size
-    cdef bint _learn
-    cdef bytearray _buffer  # the incomplete packet carried over to the next feed()
-    cdef Py_ssize_t _need  # its full size once its fixed header is known, else 0
-    cdef long long _consumed  # stream offset of _buffer[0]
-    cdef object _error
-    cdef bint _feeding
+    # Its fields are declared in _speedups.pxd (the compiled capture loop reads them).
 
     def __init__(self, version=None, *, max_packet_size=None):
         if version is not None:

@@ -35,3 +35,5 @@ cdef class PacketColumns:
     cdef int _room(self, Py_ssize_t cap) except -1
     cdef int row(self, PyObject** v) except -1
     cdef int fast_record(self, PyObject** v) except -1
+    cdef bint take_row(self, PyObject** v) except -1
+    cdef int add_fallback(self, PyObject** v) except -1

@@ -283,11 +283,22 @@ cdef class PacketColumns:
     cdef int fast_record(self, PyObject** v) except -1:
         """A record of the compiled loop, never made as a Record unless the derived
         tables need it."""
+        if not self.take_row(v):
+            self.add_fallback(v)
+        return 0
+
+    cdef bint take_row(self, PyObject** v) except -1:
+        """The row of a record of the compiled loop, and its part of the derived tables
+        where their compiled function takes it: False if it did not, and the caller
+        must give them the record (:meth:`add_fallback`)."""
         self.fast += 1
         self.row(v)
-        if self.tables is not None and not self.take(self.deriver, self.tables, v):
-            self.fallbacks += 1
-            self.tables.add(new_record(RECORD_TYPE, R_OFF, v))
+        return self.tables is None or self.take(self.deriver, self.tables, v)
+
+    cdef int add_fallback(self, PyObject** v) except -1:
+        """Give the derived tables the record of fields ``v`` as a Record."""
+        self.fallbacks += 1
+        self.tables.add(new_record(RECORD_TYPE, R_OFF, v))
         return 0
 
     def add_record(self, rec):

@@ -31,11 +31,13 @@ if any of these classes is not as expected, or if this module uses a slot that
 shared_slots does not list.
 """
 
+from cpython.bytearray cimport PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong
+from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong, PyLong_FromSsize_t
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport Py_XDECREF, Py_XINCREF
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
@@ -51,17 +53,19 @@ from .._cdefs cimport (
 )
 from .._cdefs cimport slot_get as _get, slot_put as _put
 # The codec's packet classes, whose fields _records reads as C struct members, without
-# an attribute look-up each (declared in mqttwire/_speedups.pxd).
-from .._speedups cimport Publish as _Publish, _Ack
+# an attribute look-up each, and its stream decoder, whose state _direct checks
+# (declared in mqttwire/_speedups.pxd).
+from .._speedups cimport Publish as _Publish, StreamDecoder as _Decoder, _Ack
 # The frame's headers (link_c.pxd), the record's fields (record_c.pxd), the columns the
 # loop fills without Records (arrow_c.pyx).
 from .arrow_c cimport PacketColumns
+from .direct_c cimport Direct, cached_topic, read_direct
 from .link_c cimport MAX_IFACES, Iface, Seg, epb_ns, load_ifaces, parse_frame, u32
 from .record_c cimport *
 
 import mqttwire._speedups as CODEC
 
-from .._constants import PACKET_NAMES
+from .._constants import PACKET_NAMES, REASON_CODES, PacketType
 from .._errors import MQTTWireError
 from .loop import _finish, _frame
 from .pcap import (
@@ -176,6 +180,15 @@ cdef object _TCP = "tcp"
 cdef tuple _NAMES = PACKET_NAMES
 cdef object _DECODING_MODE = DECODING
 
+# _PUBACK_OK[c]: c is a PUBACK reason code of MQTT 5.0 (§3.4.2.1), as the codec's table.
+cdef bint _PUBACK_OK[256]
+for _i in range(256):
+    _PUBACK_OK[_i] = _i in REASON_CODES[PacketType.PUBACK]
+
+# The size of _direct's cache of topic names (direct_c.cached_topic): 2**TOPIC_BITS.
+cdef enum:
+    TOPIC_BITS = 8
+
 
 def flow_key(int linktype, data):
     """The key of the TCP connection of the frame ``data`` (of link type ``linktype``):
@@ -260,6 +273,8 @@ cdef class FastReader:
     # fill: the columns the records go to instead of ``out``, and how many rows it wants
     cdef PacketColumns sink
     cdef Py_ssize_t want
+    cdef PyObject* topics[1 << TOPIC_BITS]  # _direct's topic cache (strong references)
+    cdef readonly long long direct  # packets that _direct read without the decoder
 
     def __cinit__(self):
         self.cache = <_Slot*>PyMem_Realloc(NULL, sizeof(_Slot) << CACHE_BITS)
@@ -293,6 +308,8 @@ cdef class FastReader:
         PyMem_Free(self.fr_start)
         PyMem_Free(self.fr_size)
         PyMem_Free(self.fr_b0)
+        for i in range(1 << TOPIC_BITS):
+            Py_XDECREF(self.topics[i])
 
     def __iter__(self):
         return self
@@ -677,51 +694,175 @@ cdef class FastReader:
         _put(direction, D_HDR, hdr)
         return count
 
-    cdef list _framed(self, Py_ssize_t count):
-        return [(self.fr_start[i], self.fr_b0[i], self.fr_size[i]) for i in range(count)]
+    cdef list _framed(self, Py_ssize_t first, Py_ssize_t count):
+        return [(self.fr_start[i], self.fr_b0[i], self.fr_size[i]) for i in range(first, count)]
 
     cdef int _decode(self, object direction, int64_t offset, const uint8_t* d,
                      Py_ssize_t n) except -1:
-        """Direction.decode in C, for a direction that is decoding and framing."""
+        """Direction.decode in C, for a direction that is decoding and framing: with a
+        sink, the packets that _direct reads itself, the others through the decoder."""
         cdef Py_ssize_t count = self._framing(direction, offset, d, n)
-        cdef Py_ssize_t i
+        cdef Py_ssize_t first = 0, done, skip
         cdef list packets
+        if count and self.sink is not None:
+            if self.fr_start[0] < offset:
+                first = self._complete(direction, offset, d, n, count)
+                if first < 0:
+                    return 0  # the decoder failed: the pure code took the segment
+            done = self._direct(direction, offset, d, first, count)
+            if done > first or first:
+                # The decoder is where it would be after those packets: go on after them.
+                first = done
+                skip = self.fr_start[first - 1] + self.fr_size[first - 1] - offset
+                if skip == n:
+                    return 0
+                offset += skip
+                d += skip
+                n -= skip
         data = PyBytes_FromStringAndSize(<const char*>d, n)
         try:
             packets = (<object>_get(direction, D_DEC)).feed(data)
         except MQTTWireError as exc:
             self._sync_frame()
-            rest = direction.failed(exc, self._framed(count), self.ts, offset, data)
+            rest = direction.failed(exc, self._framed(first, count), self.ts, offset, data)
             if rest is not None:  # decoding resumes after a bad packet, in this segment
                 direction.decode(rest[0], rest[1], self.ts)
             return 0
-        if PyList_GET_SIZE(packets) != count:
+        if PyList_GET_SIZE(packets) != count - first:
             self._sync_frame()
-            direction.decoded(packets, self._framed(count), self.ts)
+            direction.decoded(packets, self._framed(first, count), self.ts)
             return 0
-        if count:
-            self._records(direction, packets, count)
+        if count > first:
+            self._records(direction, packets, first, count)
         return 0
 
-    cdef int _records(self, object direction, list packets, Py_ssize_t count) except -1:
-        """Direction.packet_records in C for PUBLISH, PUBACK/PUBREC/PUBREL/PUBCOMP, PINGREQ
-        and PINGRESP; the other packet types go to it one by one."""
+    cdef Py_ssize_t _complete(self, object direction, int64_t offset, const uint8_t* d,
+                              Py_ssize_t n, Py_ssize_t count) except -2:
+        """The segment's first packet was begun in an earlier one: when the decoder
+        knows its size, feed it just the rest of that packet, so that _direct may read
+        the packets after it.  Returns how many packets are done (0 or 1), or -1 when
+        the decoder failed on it (the pure code then took the whole segment, as it
+        would have taken it in one piece: the error is the same)."""
+        cdef Py_ssize_t stop = self.fr_start[0] + self.fr_size[0] - offset
+        cdef list packets
+        decoder = <object>_get(direction, D_DEC)
+        if (count < 2 or type(decoder) is not _Decoder or (<_Decoder>decoder)._need
+                != PyByteArray_GET_SIZE((<_Decoder>decoder)._buffer) + stop):
+            return 0
+        try:
+            packets = decoder.feed(PyBytes_FromStringAndSize(<const char*>d, stop))
+        except MQTTWireError as exc:
+            self._sync_frame()
+            data = PyBytes_FromStringAndSize(<const char*>d, n)
+            rest = direction.failed(exc, self._framed(0, count), self.ts, offset, data)
+            if rest is not None:
+                direction.decode(rest[0], rest[1], self.ts)
+            return -1
+        # _need was the packet's size and this completes it: the decoder made it, alone
+        if PyList_GET_SIZE(packets) != 1:  # not as the framing says: the pure code says why
+            self._sync_frame()
+            direction.decoded(packets, self._framed(0, 1), self.ts)
+        else:
+            self._records(direction, packets, 0, 1)
+        return 1
+
+    cdef Py_ssize_t _direct(self, object direction, int64_t offset, const uint8_t* d,
+                            Py_ssize_t first, Py_ssize_t count) except -1:
+        """The fast path of the fast path, for fill: the leading packets of the segment
+        d (at stream ``offset``, framed as fr_* 0 to ``count``) that are whole in it and
+        are a PUBLISH of QoS 0 or 1 without DUP, with an ASCII topic name and no
+        properties, or a PUBACK without properties, read here into their record's
+        values without the decoder and its packet object.  Only packets that the
+        decoder would decode without an error, into exactly these values, are taken:
+        the first one that is anything else ends it (the decoder takes it and the rest,
+        from where these leave the stream).  Returns how many it took."""
         cdef PyObject* v[NFIELDS]
-        cdef Py_ssize_t i
-        cdef int b0, ptype
-        cdef list out = self.out
-        # Python objects all (Cython would infer C types for some): v points at them.
-        cdef object conn, tcp_stream, ts, frame, limit, client_id, version, packet, offset
-        cdef object length, flags, payload, qos, retain, dup, packet_id, payload_length
-        cdef object cut, props, topic, alias, aliases, reason_code, source
-        conn = <object>_get(direction, D_CONN)
-        ts = self.ts
+        cdef Py_ssize_t i, limit = -1
+        cdef int version, overflow = 0
+        cdef const uint8_t* q
+        cdef Direct r
+        cdef _Decoder dec
+        cdef object conn, frame, packet, offset_obj, length_obj, flags, qos_obj
+        cdef object pid_obj, topic, payload_length, cut, code_obj
+        cdef long long level
+        decoder = <object>_get(direction, D_DEC)
+        if first == count or type(decoder) is not _Decoder:
+            return first
+        dec = <_Decoder>decoder
+        # The decoder holds nothing and knows its level: what it would do with these
+        # packets depends on nothing else (StreamDecoder._parse).
+        if (dec._error is not None or dec._feeding or PyByteArray_GET_SIZE(dec._buffer)
+                or dec.max_packet_size is not None or type(dec.version) is not int
+                or self.fr_start[first] < offset):
+            return first
+        level = long_value(dec.version, &overflow)
+        if overflow or level < 3 or level > 5:
+            return first
+        version = <int>level
+        if self.payload_limit is not None:
+            if type(self.payload_limit) is not int or self.payload_limit < 0:
+                return first
+            limit = min(self.payload_limit, <object>PY_SSIZE_T_MAX)
+        conn = self._context(direction, v)
         frame = self.index
-        limit = self.payload_limit
+        v[F_FRAME] = <PyObject*>frame
+        v[F_TOPIC_FROM_ALIAS] = Py_False
+        v[F_TOPIC_FILTERS] = v[F_REASON_CODES] = v[F_PROPERTIES] = Py_None
+        v[F_ERROR] = v[F_ERROR_OFFSET] = v[F_END_REASON] = Py_None
+        v[F_PACKET] = Py_None  # made only where a Record of it is needed
+        for i in range(first, count):
+            q = d + (self.fr_start[i] - offset)
+            if not read_direct(q, self.fr_size[i], version, _PUBACK_OK, &r):
+                return i
+            pid_obj = PyLong_FromLong(r.packet_id) if r.packet_id else None
+            v[F_PACKET_ID] = <PyObject*>pid_obj
+            if r.ptype == 3:
+                topic = cached_topic(self.topics, TOPIC_BITS, q + r.topic, r.topic_size)
+                qos_obj = PyLong_FromLong(r.qos)
+                payload_length = PyLong_FromSsize_t(r.payload_size)
+                cut = None if limit < 0 else PyBytes_FromStringAndSize(
+                    <const char*>q + r.payload, min(limit, r.payload_size))
+                v[F_QOS] = <PyObject*>qos_obj
+                v[F_RETAIN] = Py_True if r.retain else Py_False
+                v[F_TOPIC] = <PyObject*>topic
+                v[F_PAYLOAD_LENGTH] = <PyObject*>payload_length
+                v[F_PAYLOAD] = <PyObject*>cut
+                v[F_DUP] = Py_False
+                v[F_REASON_CODE] = Py_None
+            else:
+                code_obj = PyLong_FromLong(r.code)
+                v[F_QOS] = v[F_RETAIN] = v[F_DUP] = v[F_TOPIC] = Py_None
+                v[F_PAYLOAD_LENGTH] = v[F_PAYLOAD] = Py_None
+                v[F_REASON_CODE] = <PyObject*>code_obj
+            offset_obj = PyLong_FromLongLong(self.fr_start[i])
+            length_obj = PyLong_FromSsize_t(self.fr_size[i])
+            flags = PyLong_FromLong(q[0] & 0x0F)
+            v[F_STREAM_OFFSET] = <PyObject*>offset_obj
+            v[F_LENGTH] = <PyObject*>length_obj
+            v[F_FLAGS] = <PyObject*>flags
+            v[F_PACKET_TYPE] = <PyObject*>_NAMES[r.ptype]
+            # As StreamDecoder._parse leaves it after the packet.
+            dec._consumed += self.fr_size[i]
+            self.direct += 1
+            if PyList_GET_SIZE(self.out):
+                self._drain()
+            if not self.sink.take_row(v):
+                # The derived tables need its Record: with the packet, as the decoder
+                # makes it.
+                packet = CODEC.decode(PyBytes_FromStringAndSize(
+                    <const char*>q, self.fr_size[i]), version=version)
+                v[F_PACKET] = <PyObject*>packet
+                self.sink.add_fallback(v)
+                v[F_PACKET] = Py_None
+        return count
+
+    cdef object _context(self, object direction, PyObject** v):
+        """Fill the fields of ``v`` that every packet record of ``direction`` shares in
+        this frame (frame and packet fields aside); returns its connection."""
+        conn = <object>_get(direction, D_CONN)
         v[F_KIND] = <PyObject*>_PACKET
         v[F_CAPTURE] = <PyObject*>self.capture
-        v[F_TS] = <PyObject*>ts
-        v[F_FRAME] = <PyObject*>frame
+        v[F_TS] = <PyObject*>self.ts
         v[F_CONNECTION_ID] = _get(conn, M_ID)
         v[F_DIRECTION] = _get(direction, D_NAME)
         v[F_SRC_IP] = _get(direction, D_SRC_IP)
@@ -729,13 +870,34 @@ cdef class FastReader:
         tcp_stream = <object>_get(direction, D_STREAM)
         v[F_SRC_PORT] = _get(tcp_stream, S_SPORT)
         v[F_DST_PORT] = _get(tcp_stream, S_DPORT)
+        v[F_CLIENT_ID] = _get(conn, M_CLIENT_ID)
+        v[F_PROTOCOL_VERSION] = _get(conn, M_VERSION)
+        v[F_VERSION_SOURCE] = _get(conn, M_VERSION_SOURCE)
+        v[F_TRANSPORT] = <PyObject*>_TCP
+        return conn
+
+    cdef int _records(self, object direction, list packets, Py_ssize_t first,
+                      Py_ssize_t count) except -1:
+        """Direction.packet_records in C for PUBLISH, PUBACK/PUBREC/PUBREL/PUBCOMP, PINGREQ
+        and PINGRESP; the other packet types go to it one by one.  ``packets`` are the
+        decoder's of the framed packets ``first`` to ``count``."""
+        cdef PyObject* v[NFIELDS]
+        cdef Py_ssize_t i
+        cdef int b0, ptype
+        cdef list out = self.out
+        # Python objects all (Cython would infer C types for some): v points at them.
+        cdef object conn, ts, frame, limit, client_id, version, packet, offset
+        cdef object length, flags, payload, qos, retain, dup, packet_id, payload_length
+        cdef object cut, props, topic, alias, aliases, reason_code, source
+        conn = self._context(direction, v)
+        ts = self.ts
+        frame = self.index
+        limit = self.payload_limit
+        v[F_FRAME] = <PyObject*>frame
         client_id = <object>_get(conn, M_CLIENT_ID)
         version = <object>_get(conn, M_VERSION)
-        source = <object>_get(conn, M_VERSION_SOURCE)
-        v[F_VERSION_SOURCE] = <PyObject*>source
-        v[F_TRANSPORT] = <PyObject*>_TCP
-        for i in range(count):
-            packet = <object>PyList_GET_ITEM(packets, i)
+        for i in range(first, count):
+            packet = <object>PyList_GET_ITEM(packets, i - first)
             b0 = self.fr_b0[i]
             ptype = b0 >> 4
             if not (3 <= ptype <= 7 or ptype == 12 or ptype == 13):

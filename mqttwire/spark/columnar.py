@@ -51,12 +51,14 @@ AVAILABLE = loop_c is not None and derive.COMPILED
 @dataclass
 class Counts:
     """How the records of a columnar decoding went: ``fast`` records of the compiled loop
-    (never Records), of which ``fallbacks`` were made Records for the derived tables;
+    (never Records), of which ``fallbacks`` were made Records for the derived tables
+    and ``direct`` were read by the loop itself, without the codec's packet object;
     ``side`` records that the pure code made."""
 
     fast: int = 0
     fallbacks: int = 0
     side: int = 0
+    direct: int = 0
 
 
 #: The counts of the last columnar decoding in this process (for the benchmarks).
@@ -136,4 +138,5 @@ def columnar_batches(reader: Any, tables: derive.CaptureTables, stats: Any,
         gc.set_threshold(*thresholds)
         counts.fast, counts.fallbacks, counts.side = (columns.fast, columns.fallbacks,
                                                       columns.side)
+        counts.direct = reader.direct
         last_counts.__dict__.update(counts.__dict__)

@@ -118,3 +118,106 @@ def test_the_common_packets_make_no_record() -> None:
     assert counts.fast == 450
     assert counts.fallbacks == 0
     assert counts.side == 3 + 2  # CONNECT, CONNACK, DISCONNECT; two stream ends
+
+
+def _odd_packets(mw: Any, version: int) -> list[bytes]:
+    """Packets the compiled loop's direct reading leaves to the decoder (each whole and
+    valid, or bad in a way the decoder reports), as the bytes of one client's stream."""
+    odd = [mw.Publish("t/ü", b"non-ASCII topic").encode(version),
+           mw.Publish("t", b"dup", qos=1, packet_id=7, dup=True).encode(version),
+           mw.Publish("t", b"qos 2", qos=2, packet_id=8).encode(version),
+           mw.PubRec(9).encode(version),
+           # a Remaining Length not in its shortest form: 0x82 0x00 [MQTT-1.5.5-1]
+           b"\x30\x82\x00" + mw.Publish("t", b"").encode(version)[2:],
+           # a wildcard in a topic name [MQTT-3.3.2-2]
+           b"\x30\x05\x00\x03a/+" + (b"\x00" if version == 5 else b""),
+           # a packet identifier of 0 [MQTT-2.2.1-3]
+           b"\x40\x02\x00\x00"]
+    if version == 5:
+        odd += [mw.Publish("t", b"props", properties=mw.Properties(content_type="a")
+                           ).encode(5),
+                mw.PubAck(10, reason_code=0x10,
+                          properties=mw.Properties(reason_string="r")).encode(5),
+                b"\x40\x03\x00\x0b\x01",  # reason code 0x01: not a PUBACK's
+                b"\x40\x04\x00\x0c\x00\x00"]  # an empty property block
+    return odd
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+@given(data=st.data(), version=st.sampled_from([3, 4, 5]),
+       limit=st.sampled_from([None, 0, 3]))
+def test_segments_the_direct_reading_hands_over(data: st.DataObject, version: int,
+                                                limit: int | None) -> None:
+    """Several packets to a segment, the common ones (which the loop reads without the
+    decoder) mixed with others (which it leaves to the decoder from there on, errors
+    included): the tables are the reference's, and the common packets before the first
+    other one of each segment were read directly."""
+    from mqttwire.spark import columnar, decoding
+
+    mw = cython_codec()
+    odd = _odd_packets(mw, version)
+    flow = TcpFlow(("10.3.0.1", 43000), ("10.3.0.99", 1883))
+    segs = flow.open()
+    segs += flow.send(0, mw.Connect("cd", protocol_version=version).encode(version))
+    segs += flow.send(1, mw.ConnAck().encode(version))
+    common = 0  # packets the direct reading must take
+    for _ in range(data.draw(st.integers(1, 8))):
+        packets = []
+        leading = True
+        for _ in range(data.draw(st.integers(1, 6))):
+            kind = data.draw(st.sampled_from(["pub0", "pub1", "puback", "odd"]))
+            if kind == "odd":
+                packets.append(data.draw(st.sampled_from(odd)))
+                leading = False
+                continue
+            pid = data.draw(st.integers(1, 3))
+            if kind == "puback":
+                code = data.draw(st.sampled_from([0, 0x10, 0x80])) if version == 5 else 0
+                packets.append(mw.PubAck(pid, reason_code=code).encode(version))
+            else:
+                qos = int(kind[3])
+                packets.append(mw.Publish(data.draw(st.sampled_from(["a", "b/c"])),
+                                          b"xyz", qos=qos, packet_id=pid if qos else None,
+                                          retain=data.draw(st.booleans())).encode(version))
+            common += leading
+        segs += flow.send(0, b"".join(packets), sizes=[1 << 16])
+    segs += flow.close()
+    raw = write([Frame(T0 + i * 1000, flow.ip(s)) for i, s in enumerate(segs)])
+    check_decoded(raw, None, "z.pcap", [1883], limit, None)
+    list(decoding.decode_capture(io.BytesIO(raw), "z.pcap", payload_limit=limit))
+    # A bad packet ends the decoding of the stream, so later segments may be the pure
+    # code's: at least the first segment's leading common packets were read directly.
+    assert columnar.last_counts.direct <= common
+
+
+def test_the_direct_reading_takes_the_common_packets() -> None:
+    """The loop reads the common packets of a stream (PUBLISH of QoS 0 and 1, PUBACK),
+    each whole in its segment, without the decoder; a packet cut by a segment's end
+    goes through the decoder."""
+    from mqttwire.spark import columnar, decoding
+
+    mw = cython_codec()
+    for version in (3, 4, 5):
+        flow = TcpFlow(("10.4.0.1", 44000), ("10.4.0.99", 1883))
+        segs = flow.open()
+        segs += flow.send(0, mw.Connect("ce", protocol_version=version).encode(version))
+        segs += flow.send(1, mw.ConnAck().encode(version))
+        burst = b"".join(mw.Publish("a/b", b"%d" % i, qos=i % 2,
+                                    packet_id=i + 1 if i % 2 else None).encode(version)
+                         for i in range(10))
+        segs += flow.send(0, burst, sizes=[1 << 16])
+        segs += flow.send(1, b"".join(mw.PubAck(i + 1).encode(version)
+                                      for i in range(1, 10, 2)), sizes=[1 << 16])
+        # the same burst again, cut inside its third packet after its fixed header (the
+        # decoder then knows the packet's size)
+        cut = (len(mw.Publish("a/b", b"0").encode(version))
+               + len(mw.Publish("a/b", b"1", qos=1, packet_id=2).encode(version)) + 4)
+        segs += flow.send(0, burst, sizes=[cut, 1 << 16])
+        segs += flow.close()
+        raw = write([Frame(T0 + i * 1000, flow.ip(s)) for i, s in enumerate(segs)])
+        check_decoded(raw, None, "d.pcap", [1883], None, None)
+        list(decoding.decode_capture(io.BytesIO(raw), "d.pcap"))
+        # 10 + 5 + 2 (before the cut) + 7 (after the packet the cut completes)
+        assert columnar.last_counts.direct == 24, version
+        assert columnar.last_counts.fast == 25
