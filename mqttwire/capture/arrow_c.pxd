@@ -14,6 +14,7 @@ ctypedef struct Col:
     char kind
     int field
     int how
+    int op  # how row writes it (arrow_c.pyx: OP_*)
     Py_ssize_t nulls
     uint8_t* valid
     char* values  # fixed-width values, or a bool bitmap

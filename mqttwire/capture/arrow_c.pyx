@@ -52,6 +52,10 @@ cdef enum:
     AS_PACKET_ONLY = 1  # the value for packet records, else null (topic_from_alias)
     AS_JSON = 2  # the field's value through the json callable, None staying null
 
+# How row writes a column's value (its kind and how, decided once).
+cdef enum:
+    OP_STR, OP_I64, OP_TS, OP_I32, OP_I8, OP_BOOL, OP_BIN, OP_JSON, OP_F64, OP_OBJ
+
 TAKE_CAPSULE = b"mqttwire.spark.derive_c.take"
 cdef const char* _TAKE_NAME = "mqttwire.spark.derive_c.take"
 
@@ -140,6 +144,9 @@ cdef class PacketColumns:
                 raise ValueError(f"column {name}: no json callable")
             col.kind = (<bytes>kind)[0]
             col.how = how
+            col.op = (OP_JSON if how == AS_JSON else
+                      {b"b": OP_I8, b"i": OP_I32, b"l": OP_I64, b"t": OP_TS, b"?": OP_BOOL,
+                       b"d": OP_F64, b"s": OP_STR, b"y": OP_BIN, b"o": OP_OBJ}[kind])
             names.append(name)
             self.objects.append({})
         self.names = tuple(names)
@@ -170,18 +177,21 @@ cdef class PacketColumns:
         self.deriver = deriver
 
     cdef int _room(self, Py_ssize_t cap) except -1:
-        cdef Py_ssize_t c
+        """Room for ``cap`` rows; the bitmaps' new bytes zeroed (row sets bits only)."""
+        cdef Py_ssize_t c, old = (self.cap + 7) // 8, size = (cap + 7) // 8
         cdef Col* col
         for c in range(self.ncols):
             col = &self.cols[c]
             if col.kind == b"o":
                 continue
-            _grow_to(<void**>&col.valid, (cap + 7) // 8)
+            _grow_to(<void**>&col.valid, size)
+            memset(col.valid + old, 0, size - old)
             if col.kind == b"s" or col.kind == b"y":
                 _grow_to(<void**>&col.offs, (cap + 1) * 4)
                 col.offs[0] = 0
             elif col.kind == b"?":
-                _grow_to(<void**>&col.values, (cap + 7) // 8)
+                _grow_to(<void**>&col.values, size)
+                memset(col.values + old, 0, size - old)
             else:
                 _grow_to(<void**>&col.values, cap * _width(col.kind))
         self.cap = cap
@@ -193,7 +203,7 @@ cdef class PacketColumns:
         cdef Col* col
         cdef PyObject* x
         cdef long long y
-        cdef int overflow
+        cdef int overflow, op
         cdef const char* p
         cdef uint8_t bit = 1 << (i & 7)
         cdef Py_ssize_t byte = i >> 3
@@ -205,29 +215,63 @@ cdef class PacketColumns:
         for c in range(self.ncols):
             col = &self.cols[c]
             x = v[col.field]
-            if col.how == AS_PACKET_ONLY and not packet:
-                x = NULL
-            if col.kind == b"o":
-                if x != NULL and x != Py_None:
-                    (<dict>PyList_GET_ITEM(self.objects, c))[i] = <object>x
-                continue
-            if bit == 1:
-                col.valid[byte] = 0
-                if col.kind == b"?":
-                    col.values[byte] = 0
-            if x == NULL or x == Py_None:
+            op = col.op
+            if x == NULL or x == Py_None or (col.how == AS_PACKET_ONLY and not packet):
+                # null: the validity bit stays 0 (the bitmaps are zeroed ahead); a
+                # fixed-width value 0, a string or binary value empty
+                if op == OP_OBJ:
+                    continue
                 col.nulls += 1
                 if col.offs != NULL:
                     col.offs[i + 1] = <int32_t>col.used
-                elif col.kind == b"b":
+                elif op == OP_I8:
                     (<int8_t*>col.values)[i] = 0
-                elif col.kind == b"i":
+                elif op == OP_I32:
                     (<int32_t*>col.values)[i] = 0
-                elif col.kind != b"?":  # the 8-byte kinds
+                elif op != OP_BOOL:  # the 8-byte kinds
                     (<int64_t*>col.values)[i] = 0
                 continue
+            if op == OP_OBJ:
+                (<dict>PyList_GET_ITEM(self.objects, c))[i] = <object>x
+                continue
             col.valid[byte] |= bit
-            if col.how == AS_JSON:
+            if op == OP_STR:
+                if type(<object>x) is not str:
+                    raise TypeError(f"{self.names[c]}: not a str")
+                p = utf8(<object>x, &size)
+                _append(col, p, size)
+                col.offs[i + 1] = <int32_t>col.used
+            elif op == OP_I64 or op == OP_TS or op == OP_I32 or op == OP_I8:
+                if type(<object>x) is not int:
+                    raise TypeError(f"{self.names[c]}: not an int")
+                overflow = 0
+                y = long_value(<object>x, &overflow)
+                if overflow:
+                    raise OverflowError(f"{self.names[c]}: out of range")
+                if op == OP_I64:
+                    (<int64_t*>col.values)[i] = y
+                elif op == OP_TS:
+                    # Nanoseconds to microseconds, rounded down as Python's // does.
+                    (<int64_t*>col.values)[i] = y // 1000
+                elif op == OP_I32:
+                    if y < -2147483648 or y > 2147483647:
+                        raise OverflowError(f"{self.names[c]}: out of range")
+                    (<int32_t*>col.values)[i] = <int32_t>y
+                else:
+                    if y < -128 or y > 127:
+                        raise OverflowError(f"{self.names[c]}: out of range")
+                    (<int8_t*>col.values)[i] = <int8_t>y
+            elif op == OP_BOOL:
+                if x == Py_True:
+                    col.values[byte] |= bit
+                elif x != Py_False:
+                    raise TypeError(f"{self.names[c]}: not a bool")
+            elif op == OP_BIN:
+                if type(<object>x) is not bytes:
+                    raise TypeError(f"{self.names[c]}: not bytes")
+                _append(col, PyBytes_AS_STRING(<object>x), PyBytes_GET_SIZE(<object>x))
+                col.offs[i + 1] = <int32_t>col.used
+            elif op == OP_JSON:
                 text = self.json(<object>x)
                 if text is None:
                     col.valid[byte] &= ~bit
@@ -237,46 +281,10 @@ cdef class PacketColumns:
                 p = PyUnicode_AsUTF8AndSize(text, &size)
                 _append(col, p, size)
                 col.offs[i + 1] = <int32_t>col.used
-            elif col.kind == b"s":
-                if type(<object>x) is not str:
-                    raise TypeError(f"{self.names[c]}: not a str")
-                p = utf8(<object>x, &size)
-                _append(col, p, size)
-                col.offs[i + 1] = <int32_t>col.used
-            elif col.kind == b"y":
-                if type(<object>x) is not bytes:
-                    raise TypeError(f"{self.names[c]}: not bytes")
-                _append(col, PyBytes_AS_STRING(<object>x), PyBytes_GET_SIZE(<object>x))
-                col.offs[i + 1] = <int32_t>col.used
-            elif col.kind == b"?":
-                if x == Py_True:
-                    col.values[byte] |= bit
-                elif x != Py_False:
-                    raise TypeError(f"{self.names[c]}: not a bool")
-            elif col.kind == b"d":
+            else:  # OP_F64
                 if type(<object>x) is not float:
                     raise TypeError(f"{self.names[c]}: not a float")
                 (<double*>col.values)[i] = PyFloat_AS_DOUBLE(<object>x)
-            else:
-                if type(<object>x) is not int:
-                    raise TypeError(f"{self.names[c]}: not an int")
-                overflow = 0
-                y = long_value(<object>x, &overflow)
-                if overflow:
-                    raise OverflowError(f"{self.names[c]}: out of range")
-                if col.kind == b"b":
-                    if y < -128 or y > 127:
-                        raise OverflowError(f"{self.names[c]}: out of range")
-                    (<int8_t*>col.values)[i] = <int8_t>y
-                elif col.kind == b"i":
-                    if y < -2147483648 or y > 2147483647:
-                        raise OverflowError(f"{self.names[c]}: out of range")
-                    (<int32_t*>col.values)[i] = <int32_t>y
-                elif col.kind == b"t":
-                    # Nanoseconds to microseconds, rounded down as Python's // does.
-                    (<int64_t*>col.values)[i] = y // 1000
-                else:
-                    (<int64_t*>col.values)[i] = y
         self.n = i + 1
         return 0
 
@@ -343,6 +351,9 @@ cdef class PacketColumns:
                 values = PyBytes_FromStringAndSize(col.values, n * _width(col.kind))
                 offsets = None
             out.append((col.nulls, validity, values, offsets))
+            memset(col.valid, 0, (n + 7) // 8)  # row sets bits only
+            if col.kind == b"?":
+                memset(col.values, 0, (n + 7) // 8)
             col.nulls = 0
             col.used = 0
         self.n = 0
