@@ -161,6 +161,11 @@ cdef class Deriver:
     cdef Py_ssize_t c_bytes_c2s, c_bytes_s2c, c_client_id, c_frame_c2s, c_frame_s2c
     cdef Py_ssize_t c_held, c_last_ts, c_message, c_older, c_packets_c2s, c_packets_s2c
     cdef Py_ssize_t c_pending, c_source, c_version
+    # The capsule's function: the tables it was last given, their _conns and messages
+    # (CaptureTables makes both once and never rebinds them).
+    cdef object seen_tables
+    cdef dict seen_conns
+    cdef list seen_messages
 
     def __init__(self, type record_cls, type conn_cls):
         cdef Py_ssize_t i
@@ -544,8 +549,12 @@ cdef int _take_fields(object deriver, object tables, PyObject** f) except -1:
     take goes to CaptureTables.add, which must find its connection's pending exchanges
     as dicts."""
     cdef Deriver d = <Deriver>deriver
-    cdef dict conns = tables._conns
-    if d._take(conns, tables.messages, f):
+    if tables is not d.seen_tables:
+        d.seen_conns = tables._conns
+        d.seen_messages = tables.messages
+        d.seen_tables = tables
+    cdef dict conns = d.seen_conns
+    if d._take(conns, d.seen_messages, f):
         return 1
     if d.mcols is not None:
         d._materialize(conns, f)
