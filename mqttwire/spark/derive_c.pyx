@@ -351,11 +351,14 @@ cdef class Deriver:
         if ts == NULL or (ts != Py_None and _get(conn, self.c_last_ts) == Py_None):
             return False  # the connection's first time: its row's first_ts
         cdef PyObject* direction = f[self.r_direction]
-        cdef bint c2s = _is(direction, "c2s")
+        # The same str objects record after record: identity first, for both names.
+        cdef bint c2s = direction == <PyObject*>"c2s" or (
+            direction != <PyObject*>"s2c" and _is(direction, "c2s"))
         if not c2s and not _is(direction, "s2c"):
             return False
         cdef PyObject* ptype = f[self.r_ptype]
-        cdef bint publish = _is(ptype, "PUBLISH")
+        cdef bint publish = ptype == <PyObject*>"PUBLISH" or (
+            ptype != <PyObject*>"PUBACK" and _is(ptype, "PUBLISH"))
         cdef PyObject* retain
         cdef PyObject* dup
         cdef PyObject* qos
