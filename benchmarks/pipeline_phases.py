@@ -18,7 +18,8 @@ Then, alone: ``packets_table`` (:mod:`mqttwire.capture.arrow`), the packets tabl
 the capture as a ``pyarrow.Table`` without the derived tables.  After the table, how
 the columnar path's records went (:data:`mqttwire.spark.columnar.last_counts`): records
 of the compiled loop, how many of them had to be made Records for the derived tables
-(the fallbacks), and the records the pure code made.
+(the fallbacks) and how many it read without the codec's decoder (the direct reading;
+the others went through the decoder), and the records the pure code made.
 
 Then ``mqttwire pipeline FILE --out TMP`` from start to exit, with the wall seconds of its
 phases as the driver reports them (list, decode, write, summary: see
@@ -150,9 +151,12 @@ def main() -> None:
     except ImportError:  # a tree without the columnar path
         AVAILABLE = False
     if AVAILABLE:
+        direct = getattr(last_counts, "direct", None)  # trees before the direct reading
         print(f"\ncolumnar path (step 4): {last_counts.fast:,} records of the compiled "
               f"loop, {last_counts.fallbacks:,} of them made Records for the derived "
-              f"tables (fallbacks); {last_counts.side:,} records of the pure code")
+              f"tables (fallbacks)"
+              + ("" if direct is None else f", {direct:,} read without the decoder")
+              + f"; {last_counts.side:,} records of the pure code")
     else:
         print("\ncolumnar path: not available (steps 3 and 4 build Records)")
     wall, phases = _pipeline(args.capture, args.master)
