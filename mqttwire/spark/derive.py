@@ -412,9 +412,11 @@ class CaptureTables:
 
     def _step(self, conn: _Conn, key: Key, rec: Record) -> str:
         """Apply the step ``rec`` to the exchange it answers: the latest one of ``key``
-        whose PUBLISH came before it.  Returns _APPLIED; _NEVER where it answers no
-        exchange; or the direction of the record it follows where that has not come
-        yet (the PUBLISH; the PUBREC before a PUBREL; the PUBREL before a PUBCOMP)."""
+        whose PUBLISH came before it (one of the step's own frame did: it was held
+        behind a hole that the step's segment acknowledged, see _hold).  Returns
+        _APPLIED; _NEVER where it answers no exchange; or the direction of the record
+        it follows where that has not come yet (the PUBLISH; the PUBREC before a
+        PUBREL; the PUBREL before a PUBCOMP)."""
         frame = rec.frame
         message = conn.pending.get(key)
         older = None
@@ -462,11 +464,17 @@ class CaptureTables:
 
     def _hold(self, conn: _Conn, key: Key, rec: Record, outcome: str) -> None:
         """A step that could not be applied: held while the record it follows may still
-        come (its direction has not reached the step's frame), else unmatched."""
+        come (its direction has not passed the step's frame), else unmatched.
+
+        Reaching the frame is not passing it: bytes held behind a hole that the capture
+        missed are delivered at the frame of the other direction's segment that
+        acknowledges the hole (tcp.py), after a gap record of that frame, and a
+        direction whose level is not known yet holds them in a window (direction.py),
+        so a PUBLISH can come after a step of its own frame that answers it."""
         frame = rec.frame
         if outcome is not _NEVER and frame is not None:
             seen = conn.frame_c2s if outcome == "c2s" else conn.frame_s2c
-            if seen is None or seen < frame:
+            if seen is None or seen <= frame:
                 conn.held.setdefault(key, []).append(rec)
                 return
         self._unmatched(conn)

@@ -16,6 +16,8 @@ import pytest
 from local_servers import sample_maker
 
 from mqttwire.capture import Record, read_capture
+from mqttwire.capture.link import TcpSegment, parse_frame
+from mqttwire.capture.pcap import iter_frames
 from mqttwire.capture.writers import Frame, Segment, TcpFlow, write_pcap, write_pcapng
 
 T0 = 1_700_000_000_000_000_000
@@ -173,3 +175,56 @@ def tshark_packets(path: Path, port: int) -> list[tuple[int, list[str]]]:
             topics = [f.get("show", "") for f in fields if f.get("name") == "mqtt.topic"]
             found.append((msgtype, topics))
     return found
+
+
+def frame_senders(raw: bytes, port: int) -> dict[int, str]:
+    """The direction of each frame's TCP segment, by frame number: "c2s" when it was sent
+    to ``port`` (the MQTT server's), else "s2c"."""
+    senders = {}
+    for frame in iter_frames(io.BytesIO(raw)):
+        seg = parse_frame(frame.linktype, frame.data)
+        if isinstance(seg, TcpSegment):
+            senders[frame.number] = "c2s" if seg.dport == port else "s2c"
+    return senders
+
+
+_OTHER = {"c2s": "s2c", "s2c": "c2s"}
+
+
+def expected_exchanges(records: list[Record], senders: dict[int, str],
+                       ) -> tuple[dict[tuple[Any, ...], str], int]:
+    """From the packet records in capture order: each QoS 1/2 PUBLISH's status, keyed by
+    (connection, direction, stream offset), and the number of acknowledgements that
+    follow no PUBLISH of theirs in the capture.  Computed apart from the derived tables.
+
+    Capture order is frame order (``senders``: :func:`frame_senders`), and within a frame
+    the records of the direction that did not send it come first: a record has the frame
+    of the segment that delivered its last byte, and a direction's bytes held behind a
+    hole the capture missed are delivered by the other direction's segment that
+    acknowledges the hole (tcp.py), so they were sent before it (stream offsets of the
+    two directions say nothing of their order)."""
+    packets = sorted((r for r in records if r.kind == "packet"),
+                     key=lambda r: (r.frame, r.direction == senders.get(r.frame),
+                                    r.stream_offset))
+    open_: dict[tuple[Any, ...], dict[str, Any]] = {}
+    status: dict[tuple[Any, ...], str] = {}
+    unmatched = 0
+    want = {1: ["PUBACK"], 2: ["PUBREC", "PUBREL", "PUBCOMP"]}
+    for r in packets:
+        if r.packet_type == "PUBLISH" and r.qos:
+            key = (r.connection_id, r.direction, r.packet_id)
+            open_[key] = {"id": (r.connection_id, r.direction, r.stream_offset), "qos": r.qos,
+                          "steps": []}
+            status[open_[key]["id"]] = "incomplete"
+        elif r.packet_type in ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"):
+            publisher = r.direction if r.packet_type == "PUBREL" else _OTHER[r.direction]
+            ex = open_.get((r.connection_id, publisher, r.packet_id))
+            if ex is None or len(ex["steps"]) >= len(want[ex["qos"]]) \
+                    or want[ex["qos"]][len(ex["steps"])] != r.packet_type:
+                unmatched += 1
+                continue
+            ex["steps"].append(r.packet_type)
+            if ex["steps"] == want[ex["qos"]]:
+                status[ex["id"]] = "complete"
+                del open_[(r.connection_id, publisher, r.packet_id)]
+    return status, unmatched

@@ -9,9 +9,10 @@ must not depend on that: every exchange whose packets are all in the capture is
 complete, and an acknowledgement whose PUBLISH came before the capture began is counted
 in ``connections.unmatched_acks``, not reported as a message.
 
-The expectations are computed here from the packet records alone, in frame order, not
-by the derived tables.  The reader's test runs with both codecs, through both capture
-loops (conftest.py) and with the derived tables both ways (the ``derive_way`` fixture)."""
+The expectations are computed from the packet records alone, in capture order, not by
+the derived tables (capture_helpers.expected_exchanges).  The reader's test runs with
+both codecs, through both capture loops (conftest.py) and with the derived tables both
+ways (the ``derive_way`` fixture)."""
 
 from __future__ import annotations
 
@@ -21,15 +22,12 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
-from capture_helpers import maker
+from capture_helpers import expected_exchanges, frame_senders, maker
 
-from mqttwire.capture import Record, read_capture
+from mqttwire.capture import read_capture
 from mqttwire.spark.derive import derive
-
-_OTHER = {"c2s": "s2c", "s2c": "c2s"}
 
 pytestmark = pytest.mark.interop
 
@@ -38,6 +36,8 @@ class InFlight:
     def __init__(self, path: Path, port: int) -> None:
         self.path = path
         self.port = port
+        #: frame number -> the direction that sent it (capture_helpers.frame_senders)
+        self.senders = frame_senders(path.read_bytes(), port)
 
 
 @pytest.fixture(scope="module")
@@ -100,43 +100,13 @@ def inflight(tmp_path_factory: pytest.TempPathFactory) -> InFlight:
     return InFlight(path, port)
 
 
-def _expected(records: list[Record]) -> tuple[dict[tuple[Any, ...], str], int]:
-    """From the packet records in frame order (the capture's order): each QoS 1/2
-    PUBLISH's status, keyed by (connection, direction, stream offset), and the number of
-    acknowledgements that follow no PUBLISH of theirs in the capture."""
-    packets = sorted((r for r in records if r.kind == "packet"),
-                     key=lambda r: (r.frame, r.stream_offset))
-    open_: dict[tuple[Any, ...], dict[str, Any]] = {}
-    status: dict[tuple[Any, ...], str] = {}
-    unmatched = 0
-    for r in packets:
-        if r.packet_type == "PUBLISH" and r.qos:
-            key = (r.connection_id, r.direction, r.packet_id)
-            open_[key] = {"id": (r.connection_id, r.direction, r.stream_offset), "qos": r.qos,
-                          "steps": []}
-            status[open_[key]["id"]] = "incomplete"
-        elif r.packet_type in ("PUBACK", "PUBREC", "PUBREL", "PUBCOMP"):
-            publisher = r.direction if r.packet_type == "PUBREL" else _OTHER[r.direction]
-            ex = open_.get((r.connection_id, publisher, r.packet_id))
-            want = {1: ["PUBACK"], 2: ["PUBREC", "PUBREL", "PUBCOMP"]}
-            if ex is None or len(ex["steps"]) >= len(want[ex["qos"]]) \
-                    or want[ex["qos"]][len(ex["steps"])] != r.packet_type:
-                unmatched += 1
-                continue
-            ex["steps"].append(r.packet_type)
-            if ex["steps"] == want[ex["qos"]]:
-                status[ex["id"]] = "complete"
-                del open_[(r.connection_id, publisher, r.packet_id)]
-    return status, unmatched
-
-
 @pytest.mark.parametrize("version", [None, 4], ids=["inferred", "assumed-4"])
 def test_exchanges_in_flight_complete(codec: ModuleType, inflight: InFlight,
                                       version: int | None, derive_way: bool) -> None:
     records = list(read_capture(inflight.path, ports=[inflight.port], codec=codec,
                                 version=version, stream_ends=True))
     connections, messages, _ = derive(records, "inflight.pcap")
-    status, unmatched = _expected(records)
+    status, unmatched = expected_exchanges(records, inflight.senders)
     # The reader did yield a direction's records after the other's: what the derived
     # tables must not depend on (else this capture proves nothing).
     frames = [r.frame for r in records if r.kind == "packet"]
@@ -172,7 +142,7 @@ def test_pipeline_on_exchanges_in_flight(inflight: InFlight, tmp_path: Path) -> 
                     "--assume-version", "4", "--progress", "0"],
                    check=True, timeout=600, capture_output=True)
     records = list(read_capture(inflight.path, ports=[inflight.port], version=4))
-    status, unmatched = _expected(records)
+    status, unmatched = expected_exchanges(records, inflight.senders)
     messages = ds.dataset(out / "messages", format="parquet").to_table().to_pylist()
     got = {(m["connection_id"], m["direction"], m["stream_offset"]): m["status"]
            for m in messages if m["qos"]}

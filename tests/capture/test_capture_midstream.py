@@ -4,6 +4,7 @@ the protocol level inferred from the traffic of both directions (direction.py)."
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import pytest
 from capture_helpers import (
@@ -12,6 +13,8 @@ from capture_helpers import (
     completing_segment,
     conversation,
     encode_all,
+    expected_exchanges,
+    frame_senders,
     frames_for,
     read,
     segments_for,
@@ -20,7 +23,8 @@ from capture_helpers import (
 
 from mqttwire.capture.boundaries import first_boundary
 from mqttwire.capture.direction import WINDOW
-from mqttwire.capture.writers import Segment, TcpFlow
+from mqttwire.capture.writers import Frame, Segment, TcpFlow
+from mqttwire.spark.derive import derive
 
 CLIENT = ("10.0.0.1", 50000)
 SERVER = ("10.0.0.2", 1883)
@@ -158,3 +162,93 @@ def test_first_boundary(codec: ModuleType, level: int) -> None:
     assert (first_boundary(v5 * 3, level, codec, 1 << 20) is None) == (level == 4)
     # A PUBLISH whose length runs past what the limit allows is no boundary.
     assert first_boundary(bytes([0x30, 0x7F]) + bytes(127), level, codec, 100) is None
+
+
+def _released_by_the_ack(codec: ModuleType) -> bytes:
+    """Three connections joined mid-stream, as a live capture that missed a segment of
+    each at its start: the bytes after the missed one are held behind the hole until
+    the other direction's acknowledgement of the hole proves it lost (tcp.py), so they
+    are delivered with the frame of that segment, which also carries the PUBACK (or
+    PUBREC) of the PUBLISH among them.  Every exchange whose PUBLISH is in the capture
+    completes; the steps whose PUBLISH was missed (or came before the capture) are
+    unmatched: 1, 3 and 2 of them."""
+    frames: list[Frame] = []
+
+    def put(flow: TcpFlow, seg: Segment) -> None:
+        frames.append(Frame(T0 + len(frames) * 1000, flow.ip(seg)))
+
+    def send(flow: TcpFlow, side: int, *packets: Any, lost: bool = False) -> None:
+        for seg in flow.send(side, b"".join(p.encode(4) for p in packets)):
+            if not lost:
+                put(flow, seg)
+
+    def publish(pid: int, qos: int) -> Any:
+        return codec.Publish("in/flight", b"m" * 200, qos=qos, packet_id=pid)
+
+    # The handshakes came before the capture began, as every packet up to here.
+    sub, pub, late = (TcpFlow((f"10.0.0.{n}", 50000 + n), SERVER) for n in (1, 2, 3))
+    for flow in (sub, pub, late):
+        flow.open()
+    send(sub, 1, publish(5, 1))
+    send(sub, 0, codec.PubAck(5))
+    send(pub, 0, publish(1, 2))
+    send(pub, 1, codec.PubRec(1))
+    send(pub, 0, codec.PubRel(1))
+    send(pub, 1, codec.PubComp(1))
+    # The third connection's first segments: the client's PUBACK of a PUBLISH sent
+    # before the capture, then the server's bare ACK, so that its stream starts at the
+    # hole (the direction, still without a level, then waits in a window again:
+    # direction.py).
+    send(late, 0, codec.PubAck(4))
+    put(late, late.ack(1))
+    send(sub, 1, publish(6, 1), lost=True)
+    send(sub, 1, publish(7, 1))
+    send(pub, 0, publish(2, 2), lost=True)
+    send(pub, 0, publish(3, 2))
+    send(late, 1, publish(5, 1), lost=True)
+    send(late, 1, publish(6, 1), publish(7, 1))
+    # Each acknowledges the hole and releases the PUBLISH held behind it: the PUBLISH
+    # and its PUBACK (PUBREC) have one frame, the acknowledgement at the lower stream
+    # offset (of its own direction: offsets of two directions are not comparable).
+    send(sub, 0, codec.PubAck(6), codec.PubAck(7))
+    send(pub, 1, codec.PubRec(2), codec.PubRec(3))
+    send(late, 0, codec.PubAck(5), codec.PubAck(6))
+    send(pub, 0, codec.PubRel(2), codec.PubRel(3))
+    send(pub, 1, codec.PubComp(2), codec.PubComp(3))
+    send(late, 0, codec.PubAck(7))
+    return write(frames)
+
+
+@pytest.mark.parametrize("version", [None, 4], ids=["inferred", "assumed-4"])
+def test_publish_released_in_the_frame_of_its_ack(codec: ModuleType, version: int | None,
+                                                  derive_way: bool) -> None:
+    """tests/capture/test_capture_inflight.py's cases, made deterministic: a PUBLISH and
+    its acknowledgement with the same frame (the PUBLISH held behind a hole, released by
+    that frame) are one complete exchange, in whatever order the reader yields the two,
+    both in the derived tables and in that test's expectations
+    (capture_helpers.expected_exchanges).  The expectations once ordered the two by
+    their stream offsets (the acknowledgement first); CaptureTables, when the PUBLISH
+    came after the acknowledgement, took the acknowledgement as unmatched."""
+    raw = _released_by_the_ack(codec)
+    records = read(raw, codec, version=version, stream_ends=True)
+    at = {(r.connection_id, r.packet_type, r.packet_id): i for i, r in enumerate(records)
+          if r.kind == "packet"}
+    for conn, ack, pid in (("#1", "PUBACK", 7), ("#2", "PUBREC", 3), ("#3", "PUBACK", 6)):
+        publish, answer = (records[at["t.pcapng" + conn, t, pid]] for t in ("PUBLISH", ack))
+        assert publish.frame == answer.frame
+    if version is None:  # the third connection's PUBLISH waited in its window
+        assert at["t.pcapng#3", "PUBLISH", 6] > at["t.pcapng#3", "PUBACK", 6]
+    assert [(r.connection_id, r.direction) for r in records if r.kind == "gap"] == [
+        ("t.pcapng#1", "s2c"), ("t.pcapng#2", "c2s"), ("t.pcapng#3", "s2c")]
+    connections, messages, _ = derive(records, "t.pcapng")
+    got = sorted((m["connection_id"], m["direction"], m["packet_id"], m["status"])
+                 for m in messages)
+    assert got == [("t.pcapng#1", "s2c", 5, "complete"), ("t.pcapng#1", "s2c", 7, "complete"),
+                   ("t.pcapng#2", "c2s", 1, "complete"), ("t.pcapng#2", "c2s", 3, "complete"),
+                   ("t.pcapng#3", "s2c", 6, "complete"), ("t.pcapng#3", "s2c", 7, "complete")]
+    assert [c["unmatched_acks"] for c in connections] == [1, 3, 2]
+    status, unmatched = expected_exchanges(records, frame_senders(raw, SERVER[1]))
+    assert status == {(m["connection_id"], m["direction"], m["stream_offset"]): m["status"]
+                      for m in messages}
+    assert unmatched == 6
+    check_accounting(records)
