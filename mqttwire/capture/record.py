@@ -36,7 +36,10 @@ class Record:
         ts: integer nanoseconds since the epoch: for a packet, the capture time of the
             segment that completed it; for an error, gap or end, of the segment at which
             it was found (for those found at the end of the capture, the time of its
-            last frame).
+            last frame).  Bytes that came after a segment the capture missed are held
+            until the capture shows the hole will not be filled (a gap; most often the
+            other direction acknowledges past it: tcp.py): their packets carry the time
+            and frame of the segment that showed it, later than they were sent.
         frame: the number (from 1) of that segment's frame in the capture (in a set,
             counting on from file to file, as in the file ``mergecap -a`` makes of it).
         connection_id: "<capture name>#<n>", n numbering the capture's TCP connections
