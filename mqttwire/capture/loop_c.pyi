@@ -23,6 +23,10 @@ class FastReader(Iterator[Record]):
     def fill(self, sink: PacketColumns, rows: int) -> bool:
         """Read on into ``sink`` instead of yielding records, until it holds at least
         ``rows`` rows or the capture has ended (then False)."""
+    @property
+    def direct(self) -> int:
+        """The packets that fill read without the codec's decoder (the common PUBLISH
+        and PUBACK: capture/direct_c.pxd)."""
 
 USED_SLOTS: list[tuple[str, str]]
 """(class name, slot) of every shared slot the loop uses (mqttwire/capture/shared_slots.py)."""

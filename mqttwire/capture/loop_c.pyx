@@ -8,7 +8,8 @@ carries the next in-order bytes of a known MQTT stream that is decoding (or carr
 bytes at all), it does the TCP bookkeeping, the MQTT fixed-header framing, the call into
 the Cython ``StreamDecoder`` and the :class:`Record` objects itself (or, given a
 :class:`~mqttwire.capture.arrow_c.PacketColumns` by :meth:`FastReader.fill`, each
-record's row in its Arrow columns, without the Record).
+record's row in its Arrow columns, without the Record; there, the common PUBLISH and
+PUBACK packets are read without the decoder: ``_direct``, capture/direct_c.pxd).
 
 Everything else is handed, whole, to the pure-Python code that is the reference: a frame
 it does not recognise goes to ``_frame`` (link.py, tcp.py, mqtt_streams.py,
@@ -775,7 +776,8 @@ cdef class FastReader:
         values without the decoder and its packet object.  Only packets that the
         decoder would decode without an error, into exactly these values, are taken:
         the first one that is anything else ends it (the decoder takes it and the rest,
-        from where these leave the stream).  Returns how many it took."""
+        from where these leave the stream).  From packet ``first`` on; returns the
+        index of the first packet it did not take."""
         cdef PyObject* v[NFIELDS]
         cdef Py_ssize_t i, limit = -1
         cdef int version, overflow = 0
