@@ -119,9 +119,9 @@ cdef extern from *:
 # object header, the cached hash unset, the trailing NUL), without the checks that
 # PyBytes_FromStringAndSize makes first (a negative size, the empty and one-character
 # singletons, the overflow) and, in _bytes_of, with the copy inlined instead of a call to
-# memcpy: about 30 of the 90 instructions a 4-byte result cost that way (benchmarks/peers.md,
-# "Issue 44, fourth pass").  ob_shash is deprecated from 3.11 but still read by hash();
-# -1 is "not computed".
+# memcpy: about 40 of the 91 instructions a 4-byte result cost that way on 3.11
+# (benchmarks/peers.md, "Issue 44, fourth pass").  ob_shash is deprecated from 3.11 but
+# still read by hash(); -1 is "not computed".
 cdef extern from *:
     """
     MQTTWIRE_ALWAYS_INLINE PyObject *mqttwire_bytes_new(Py_ssize_t n) {
