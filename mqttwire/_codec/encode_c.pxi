@@ -114,6 +114,42 @@ cdef extern from *:
     int _put_u16 "mqttwire_put_u16"(_Out* o, Py_ssize_t value) except -1
 
 
+# The encoders' results: a bytes object of ``n`` bytes (1 <= n, no larger than a packet)
+# allocated and initialised as bytesobject.c's _PyBytes_FromSize does it (obmalloc, the
+# object header, the cached hash unset, the trailing NUL), without the checks that
+# PyBytes_FromStringAndSize makes first (a negative size, the empty and one-character
+# singletons, the overflow) and, in _bytes_of, with the copy inlined instead of a call to
+# memcpy: about 40 of the 91 instructions a 4-byte result cost that way on 3.11
+# (benchmarks/peers.md, "Issue 44, fourth pass").  ob_shash is deprecated from 3.11 but
+# still read by hash(); -1 is "not computed".
+cdef extern from *:
+    """
+    MQTTWIRE_ALWAYS_INLINE PyObject *mqttwire_bytes_new(Py_ssize_t n) {
+        PyBytesObject *op = (PyBytesObject *)PyObject_Malloc(
+            offsetof(PyBytesObject, ob_sval) + (size_t)n + 1);
+        if (op == NULL) return PyErr_NoMemory();
+        PyObject_InitVar((PyVarObject *)op, &PyBytes_Type, n);
+    _Py_COMP_DIAG_PUSH
+    _Py_COMP_DIAG_IGNORE_DEPR_DECLS
+        op->ob_shash = -1;
+    _Py_COMP_DIAG_POP
+        op->ob_sval[n] = 0;
+        return (PyObject *)op;
+    }
+    /* n a constant at the call, so that the copy is a few moves */
+    MQTTWIRE_ALWAYS_INLINE PyObject *mqttwire_bytes_of(const void *src, Py_ssize_t n) {
+        PyObject *op = mqttwire_bytes_new(n);
+        if (op != NULL) memcpy(((PyBytesObject *)op)->ob_sval, src, (size_t)n);
+        return op;
+    }
+    """
+    bytes _bytes_new "mqttwire_bytes_new"(Py_ssize_t n)
+    bytes _bytes_of "mqttwire_bytes_of"(const void* src, Py_ssize_t n)
+    # _uint (_cdefs.uint_in_range) on a borrowed field: Cython takes a reference to a
+    # field it passes as an object argument, and drops it after the call.
+    long long _uint_at "mqttwire_uint_in_range"(PyObject* value, long long top) noexcept
+
+
 cdef inline void _out_init(_Out* o, unsigned char* stack) noexcept:
     o.p = stack
     o.n = 0
@@ -559,7 +595,7 @@ cdef bytes _frame(unsigned char b0, _Out* body):
     cdef unsigned char* out
     if body.n > MQTTWIRE_MAX_REMAINING_LENGTH:
         return None  # the reference encoder raises PacketTooLarge
-    result = PyBytes_FromStringAndSize(NULL, 1 + _varint_size(body.n) + body.n)
+    result = _bytes_new(1 + _varint_size(body.n) + body.n)
     out = <unsigned char*>PyBytes_AS_STRING(result)
     out[0] = b0
     n = 1 + _write_varint(out + 1, body.n)
@@ -643,7 +679,7 @@ cdef object _write_publish(Publish pkt, int version, long qos, long packet_id,
     if body > MQTTWIRE_MAX_REMAINING_LENGTH:
         return encode_publish(pkt, version)
     total = 1 + _varint_size(body) + body
-    result = PyBytes_FromStringAndSize(NULL, total)
+    result = _bytes_new(total)
     out = <unsigned char*>PyBytes_AS_STRING(result)
     # 0x30 == PUBLISH << 4; then DUP (bit 3), QoS (bits 2-1), RETAIN (bit 0).
     out[0] = 0x30 | (0x08 if pkt.dup else 0) | (qos << 1) | (1 if pkt.retain else 0)
@@ -665,18 +701,25 @@ cdef object _write_publish(Publish pkt, int version, long qos, long packet_id,
 
 
 cdef object _encode_ack(_Ack pkt, object version_obj):
+    # The fields are read and checked in place (borrowed, no reference taken), the class by
+    # its pointer: on 3.12 and 3.13 each reference taken and dropped costs an immortality
+    # check both ways.
     cdef int version = _check_version(version_obj)
-    cdef object pid_obj = pkt.packet_id
-    cdef object code_obj = pkt.reason_code
-    cdef long packet_id, code
+    cdef long packet_id = <long>_uint_at(<PyObject*>pkt.packet_id, 0xFFFF)
+    cdef long code = <long>_uint_at(<PyObject*>pkt.reason_code, 0xFF)
+    cdef PyTypeObject* cls = Py_TYPE(pkt)
     cdef unsigned char buf[5]
     cdef int ptype
-    cdef type cls = type(pkt)
     # The class, not its packet_type attribute: a type lookup and an IntEnum conversion
     # cost as much as the rest of this function.
-    ptype = 4 if cls is PubAck else 5 if cls is PubRec else 6 if cls is PubRel else 7
-    packet_id = <long>_uint(pid_obj, 0xFFFF)
-    code = <long>_uint(code_obj, 0xFF)
+    if cls == <PyTypeObject*>PubAck:
+        ptype = 4
+    elif cls == <PyTypeObject*>PubRec:
+        ptype = 5
+    elif cls == <PyTypeObject*>PubRel:
+        ptype = 6
+    else:
+        ptype = 7
     if packet_id <= 0 or code < 0 or pkt.properties:
         return encode_ack(pkt, version)
     if code and (version != 5 or not _ACK_CODE_OK[ptype - 4][code]):
@@ -688,9 +731,112 @@ cdef object _encode_ack(_Ack pkt, object version_obj):
     if code:  # MQTT 5.0 §3.4.2.1: the shortest form that carries the reason code
         buf[1] = 3
         buf[4] = <unsigned char>code
-        return PyBytes_FromStringAndSize(<char*>buf, 5)
+        return _bytes_of(buf, 5)
     buf[1] = 2
-    return PyBytes_FromStringAndSize(<char*>buf, 4)
+    return _bytes_of(buf, 4)
+
+
+# encode() of the packets that the benchmarks and a broker's hot path encode (PUBLISH, the
+# four acknowledgements, SUBSCRIBE, CONNECT): a METH_FASTCALL | METH_KEYWORDS C function,
+# installed in the class in place of Cython's method and as a method descriptor too, so
+# that CPython still calls it directly (CALL_METHOD_DESCRIPTOR_FAST_WITH_KEYWORDS).
+# encode(version) and encode() go straight to the C encoder, the argument borrowed; any
+# other call (a keyword, too many arguments) to Cython's method, kept aside, which parses
+# the arguments and words their errors as before.  Cython's wrapper did that parsing on
+# every call, and took a reference to the argument: about 40 instructions per encode on
+# 3.11, a tenth of a PUBACK encode above the benchmark loop (benchmarks/peers.md, "Issue
+# 44, fourth pass").
+cdef extern from *:
+    """
+    static PyObject *mqttwire_encode_five;  /* the default version, 5 */
+
+    #if defined(__GNUC__)
+    __attribute__((noinline))
+    #endif
+    static PyObject *mqttwire_encode_parsed(PyObject *method, PyObject *self,
+                                            PyObject *const *args, Py_ssize_t nargs,
+                                            PyObject *kwnames) {
+        PyObject *small[8], **stack = small, *result;
+        Py_ssize_t i, n = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+        if (n >= 8) {
+            stack = (PyObject **)PyMem_Malloc((size_t)(n + 1) * sizeof(PyObject *));
+            if (stack == NULL) return PyErr_NoMemory();
+        }
+        stack[0] = self;
+        for (i = 0; i < n; i++) stack[i + 1] = args[i];
+        result = PyObject_Vectorcall(method, stack, (size_t)nargs + 1, kwnames);
+        if (stack != small) PyMem_Free(stack);
+        return result;
+    }
+
+    #define MQTTWIRE_ENCODE_METHOD(name)                                                   \\
+        static PyObject *(*mqttwire_##name##_encoder)(PyObject *, PyObject *);             \\
+        static PyObject *mqttwire_##name##_parsed;                                         \\
+        static PyObject *mqttwire_##name##_encode(PyObject *self, PyObject *const *args,   \\
+                                                  Py_ssize_t nargs, PyObject *kwnames) {   \\
+            if (kwnames == NULL) {                                                         \\
+                if (nargs == 1) return mqttwire_##name##_encoder(self, args[0]);           \\
+                if (nargs == 0) return mqttwire_##name##_encoder(self, mqttwire_encode_five); \\
+            }                                                                              \\
+            return mqttwire_encode_parsed(mqttwire_##name##_parsed, self, args, nargs,     \\
+                                          kwnames);                                        \\
+        }                                                                                  \\
+        static PyMethodDef mqttwire_##name##_def = {                                       \\
+            "encode", (PyCFunction)(void (*)(void))mqttwire_##name##_encode,              \\
+            METH_FASTCALL | METH_KEYWORDS, "encode(self, version=5)\\n--\\n\\n"};          \\
+        static int mqttwire_##name##_install(PyTypeObject *type, void *encoder) {          \\
+            PyObject *descr, *dict = type->tp_dict;                                        \\
+            if (mqttwire_encode_five == NULL) {                                            \\
+                mqttwire_encode_five = PyLong_FromLong(5);  /* kept for the module's life */ \\
+                if (mqttwire_encode_five == NULL) return -1;                               \\
+            }                                                                              \\
+            mqttwire_##name##_parsed = PyDict_GetItemString(dict, "encode");               \\
+            if (mqttwire_##name##_parsed == NULL) {                                        \\
+                PyErr_SetString(PyExc_ImportError, "no encode() to replace");              \\
+                return -1;                                                                 \\
+            }                                                                              \\
+            Py_INCREF(mqttwire_##name##_parsed);  /* for the module's life */              \\
+            mqttwire_##name##_encoder = (PyObject *(*)(PyObject *, PyObject *))encoder;    \\
+            descr = PyDescr_NewMethod(type, &mqttwire_##name##_def);                       \\
+            if (descr == NULL || PyDict_SetItemString(dict, "encode", descr) < 0) {        \\
+                Py_XDECREF(descr);                                                         \\
+                return -1;                                                                 \\
+            }                                                                              \\
+            Py_DECREF(descr);                                                              \\
+            PyType_Modified(type);                                                         \\
+            return 0;                                                                      \\
+        }
+
+    /* one per class: the method descriptor's check is of the exact class, and the C
+       function has no other way to know its encoder */
+    MQTTWIRE_ENCODE_METHOD(puback)
+    MQTTWIRE_ENCODE_METHOD(pubrec)
+    MQTTWIRE_ENCODE_METHOD(pubrel)
+    MQTTWIRE_ENCODE_METHOD(pubcomp)
+    MQTTWIRE_ENCODE_METHOD(publish)
+    MQTTWIRE_ENCODE_METHOD(subscribe)
+    MQTTWIRE_ENCODE_METHOD(connect)
+    """
+    int _install_puback "mqttwire_puback_install"(PyTypeObject* t, void* f) except -1
+    int _install_pubrec "mqttwire_pubrec_install"(PyTypeObject* t, void* f) except -1
+    int _install_pubrel "mqttwire_pubrel_install"(PyTypeObject* t, void* f) except -1
+    int _install_pubcomp "mqttwire_pubcomp_install"(PyTypeObject* t, void* f) except -1
+    int _install_publish "mqttwire_publish_install"(PyTypeObject* t, void* f) except -1
+    int _install_subscribe "mqttwire_subscribe_install"(PyTypeObject* t, void* f) except -1
+    int _install_connect "mqttwire_connect_install"(PyTypeObject* t, void* f) except -1
+
+
+cdef object _encode_connect_call(Connect pkt, object version):
+    return _encode_connect(pkt)  # encode()'s version is ignored: the packet has its own
+
+
+_install_puback(<PyTypeObject*>PubAck, <void*>_encode_ack)
+_install_pubrec(<PyTypeObject*>PubRec, <void*>_encode_ack)
+_install_pubrel(<PyTypeObject*>PubRel, <void*>_encode_ack)
+_install_pubcomp(<PyTypeObject*>PubComp, <void*>_encode_ack)
+_install_publish(<PyTypeObject*>Publish, <void*>_encode_publish)
+_install_subscribe(<PyTypeObject*>Subscribe, <void*>_encode_subscribe)
+_install_connect(<PyTypeObject*>Connect, <void*>_encode_connect_call)
 
 
 cdef tuple _forwarding_parts(object publish):
@@ -876,7 +1022,7 @@ cdef class PreparedPublish:
                 self._topic, self._expiry, self._props, self._payload, version, qos,
                 packet_id, retain, dup, subscription_identifiers, message_expiry_interval)
         total = 1 + _varint_size(body) + body
-        result = PyBytes_FromStringAndSize(NULL, total)
+        result = _bytes_new(total)
         out = <unsigned char*>PyBytes_AS_STRING(result)
         out[0] = 0x30 | (0x08 if dup else 0) | (q << 1) | (1 if retain else 0)
         n = 1 + _write_varint(out + 1, body)
