@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep an archive of the driver JVM's classes in DIR (about 150 MB, "
                    "written by the first run, which takes some seconds longer): later runs "
                    "start Spark sooner.  Default: none")
+    p.add_argument("--spark-ui", action="store_true",
+                   help="serve Spark's web UI while the run lasts (off by default: it "
+                   "delays Spark's start; under spark-submit, its --conf decides)")
     p.add_argument("--progress", type=_seconds, default=5.0, metavar="SECONDS",
                    help="seconds between progress lines (0: none; default 5)")
     p.add_argument("--summary-dir", metavar="DIR",
@@ -443,7 +446,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         progress_interval=args.progress,
         summary_dir=args.summary_dir, driver_memory=args.driver_memory,
         executor_memory=args.executor_memory, jvm_cache=args.jvm_cache, group=args.group,
-        jvm_lines=args.verbose)
+        jvm_lines=args.verbose, spark_ui=args.spark_ui)
     if args.share_size is not None:
         options.share_size = args.share_size or None
     try:

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     from .startup import ClassArchive
 
-__all__ = ["IMPORTS_AHEAD", "QUICK_JIT", "PipelineOptions", "PipelineResult",
+__all__ = ["IMPORTS_AHEAD", "NO_UI", "QUICK_JIT", "PipelineOptions", "PipelineResult",
            "run_pipeline"]
 
 #: The driver JVM's just-in-time compiler stopped at its first tier (C1) when the tasks
@@ -63,6 +63,12 @@ __all__ = ["IMPORTS_AHEAD", "QUICK_JIT", "PipelineOptions", "PipelineResult",
 #: shuffle, Spark's Parquet writer) C1 measured slower, so those runs keep the JVM's
 #: default.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+#: Spark's web UI off in the sessions the pipeline makes for itself: a batch run has its
+#: own progress lines and summary, and the UI's web server is about a sixth of the
+#: driver JVM's start-up, which delays every task (benchmarks/capture.md, "The Spark
+#: session's start").  ``--spark-ui`` keeps it.
+NO_UI = {"spark.ui.enabled": "false"}
 
 
 @dataclass
@@ -95,6 +101,9 @@ class PipelineOptions:
     group: str = "auto"
     #: whether the JVM's start-up lines (its warnings, log4j's profile) reach stderr
     jvm_lines: bool = True
+    #: whether a session the pipeline makes for itself serves Spark's web UI (see
+    #: :data:`NO_UI`)
+    spark_ui: bool = False
 
     def split_for(self, master: str) -> int | None:
         """The split size in bytes (None: never) for a run on ``master``."""
@@ -110,12 +119,15 @@ class PipelineOptions:
 
     def session_conf(self, archive: ClassArchive | None = None) -> dict[str, str]:
         """The settings of a session that the pipeline makes for itself: the memory
-        options, :data:`QUICK_JIT` when the master is local and the tasks will write the
-        tables (a local output, no split, not the Spark writer), and ``archive``'s JVM
-        option."""
-        from .startup import default_master
+        options, :data:`NO_UI` unless :attr:`spark_ui` (or under spark-submit, whose
+        ``--conf`` decides), :data:`QUICK_JIT` when the master is local and the tasks will
+        write the tables (a local output, no split, not the Spark writer), and
+        ``archive``'s JVM option."""
+        from .startup import default_master, under_spark_submit
 
         conf = self.memory_conf()
+        if not self.spark_ui and not under_spark_submit():
+            conf.update(NO_UI)
         master = self.master or default_master() or ""
         java = []
         if (master.startswith("local") and self.writer != "spark"

@@ -196,6 +196,9 @@ def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
                                      "spark.executor.memory": "512m"}
     assert main(["pipeline", "x.pcap", "--out", str(tmp_path)]) == 0
     assert seen[1].memory_conf() == {}  # Spark's defaults
+    assert seen[1].spark_ui is False
+    assert main(["pipeline", "x.pcap", "--out", str(tmp_path), "--spark-ui"]) == 0
+    assert seen[2].spark_ui is True
 
 
 @pytest.mark.spark
@@ -212,7 +215,9 @@ def test_session_conf_stops_the_jit_at_c1_only_where_the_tasks_write(
     out = str(tmp_path)
 
     def conf(**kw: Any) -> dict[str, str]:
-        return PipelineOptions(["x.pcap"], kw.pop("out", out), **kw).session_conf()
+        settings = PipelineOptions(["x.pcap"], kw.pop("out", out), **kw).session_conf()
+        assert settings.pop("spark.ui.enabled") == "false"  # test_session_conf_spark_ui
+        return settings
 
     assert QUICK_JIT == "-XX:TieredStopAtLevel=1"
     assert conf() == jit  # local[*], the tasks writer
@@ -224,7 +229,25 @@ def test_session_conf_stops_the_jit_at_c1_only_where_the_tasks_write(
     assert conf(master="spark://127.0.0.1:7077") == {}
     assert conf(master="local[2]", out="hdfs://nn/tables") == {}
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # spark-submit's master and JVM
-    assert conf() == {}
+    assert PipelineOptions(["x.pcap"], out).session_conf() == {}
+
+
+@pytest.mark.spark
+def test_session_conf_spark_ui(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Spark's web UI is off in the sessions the pipeline makes, on any master, unless
+    asked for; under spark-submit its --conf decides (nothing set here)."""
+    from mqttwire.spark import PipelineOptions
+    from mqttwire.spark.run import NO_UI
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert NO_UI == {"spark.ui.enabled": "false"}
+    for master in ("local[2]", "spark://127.0.0.1:7077", None):
+        options = PipelineOptions(["x.pcap"], str(tmp_path), master=master)
+        assert options.session_conf()["spark.ui.enabled"] == "false"
+        options.spark_ui = True
+        assert "spark.ui.enabled" not in options.session_conf()
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    assert "spark.ui.enabled" not in PipelineOptions(["x.pcap"], str(tmp_path)).session_conf()
 
 
 @pytest.mark.spark
@@ -234,7 +257,7 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     there is none (under a name of this process's), else map it; both with the JVM's
     CDS log off; and both after QUICK_JIT in the driver's options."""
     from mqttwire.spark import PipelineOptions
-    from mqttwire.spark.run import QUICK_JIT
+    from mqttwire.spark.run import NO_UI, QUICK_JIT
     from mqttwire.spark.startup import ClassArchive
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
@@ -255,7 +278,7 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     assert spaced.java_option() == f'"-XX:ArchiveClassesAtExit={spaced.writing}" -Xlog:cds*=off'
     options = PipelineOptions(["x.pcap"], str(tmp_path), master="local[2]")
     assert options.session_conf(again) == {
-        "spark.driver.extraJavaOptions": f"{QUICK_JIT} {again.java_option()}"}
+        **NO_UI, "spark.driver.extraJavaOptions": f"{QUICK_JIT} {again.java_option()}"}
 
 
 def _result(files: int, bad: int) -> PipelineResult:
