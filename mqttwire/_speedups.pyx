@@ -155,5 +155,6 @@ include "_codec/datatypes_c.pxi"  # the spec's data types read in C (twin of _co
 include "_codec/properties_c.pxi"  # property blocks, lazily built Properties (_codec.properties)
 include "_codec/packets_c.pxi"  # the 17 packet classes
 include "_codec/encode_c.pxi"  # C encoders, PreparedPublish, encode()
+include "_codec/encode_method_c.pxi"  # the packets' encode() as C methods
 include "_codec/decode_c.pxi"  # C decoders, the fixed header, decode(), decode_from()
 include "_codec/stream_c.pxi"  # StreamDecoder

@@ -7,7 +7,8 @@ twin; a file without a ``_c`` twin is shared by both.  What one ``_c.pxi`` file 
 another is declared in ``mqttwire/_speedups.pxd`` (tests/codec/test_includes.py keeps it so).
 
 - ``packets.py`` / ``packets_c.pxi``: the 17 packet classes;
-- ``encode.py`` / ``encode_c.pxi``: ``encode()`` and ``PreparedPublish``;
+- ``encode.py`` / ``encode_c.pxi``: ``encode()`` and ``PreparedPublish`` (the packets'
+  ``encode()`` methods in C: ``encode_method_c.pxi``);
 - ``decode.py`` / ``decode_c.pxi``: ``decode()``, ``decode_from()``, the body decoders;
 - ``stream.py`` / ``stream_c.pxi``: ``StreamDecoder``;
 - ``properties.py`` / ``properties_c.pxi``: ``Properties`` and property blocks (§2.2.2);

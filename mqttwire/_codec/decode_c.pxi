@@ -505,14 +505,63 @@ cdef object _decode(object data, object version):
         inp.release()
 
 
-# decode() is called with a keyword (version=), and what that call costs depends on the
-# kind of function and on the interpreter.  CPython 3.11 and 3.12 call a builtin function
-# (binding=False) directly (CALL_BUILTIN_FAST_WITH_KEYWORDS); 3.13 does not specialise a
-# call with keywords (CALL_KW) at all, and there a Cython function object (binding=True) is
-# the cheaper of the two to call the generic way.  So the module's decode is the one that
-# its interpreter calls faster; both have the same signature and docstring (the builtin's
-# signature for inspect leads its docstring).  benchmarks/peers.md, "encode() as a plain
-# method".
+# decode() is called with a keyword (version=).  Cython's function parses that keyword on
+# every call (__Pyx_ParseKeywords, a reference taken to each argument and dropped), and
+# CPython 3.13 does not specialise any call with keywords (CALL_KW), so that there every
+# call also goes the generic way into Cython's dispatch.  The module's ``decode`` is a
+# builtin made here over a C function that takes decode(data) and decode(data,
+# version=...) straight to _decode, the keyword recognised by identity (the caller's
+# name is the interned "version"); any other call (a positional version, another
+# keyword, the keyword under a name that is not the interned one) goes to Cython's
+# function, kept aside, which parses it and words the errors as before.  The builtin has
+# Cython's name, docstring (its signature for inspect first) and module.  3.11 and 3.12
+# call it directly (CALL_BUILTIN_FAST_WITH_KEYWORDS); 3.13 through PyObject_Vectorcall.
+# benchmarks/peers.md, "Issue 44, fifth pass".
+cdef extern from *:
+    """
+    static PyObject *(*mqttwire_decode_body)(PyObject *, PyObject *);
+    static PyObject *mqttwire_decode_parsed;   /* Cython's decode, for any other call */
+    static PyObject *mqttwire_decode_version;  /* the interned "version" */
+    static PyObject *mqttwire_decode_five;     /* the default version */
+
+    static PyObject *mqttwire_decode_fast(PyObject *self, PyObject *const *args,
+                                          Py_ssize_t nargs, PyObject *kwnames) {
+        if (nargs == 1) {
+            if (kwnames == NULL) return mqttwire_decode_body(args[0], mqttwire_decode_five);
+            if (PyTuple_GET_SIZE(kwnames) == 1
+                    && PyTuple_GET_ITEM(kwnames, 0) == mqttwire_decode_version)
+                return mqttwire_decode_body(args[0], args[1]);
+        }
+        return PyObject_Vectorcall(mqttwire_decode_parsed, args, (size_t)nargs, kwnames);
+    }
+
+    static PyMethodDef mqttwire_decode_def = {
+        NULL, (PyCFunction)(void (*)(void))mqttwire_decode_fast, METH_FASTCALL | METH_KEYWORDS,
+        NULL};
+
+    /* The builtin over mqttwire_decode_fast, with the name, docstring and module of
+       ``parsed`` (a builtin function that Cython made), which it keeps for the module's
+       life. */
+    static PyObject *mqttwire_decode_make(PyObject *parsed, void *body) {
+        PyCFunctionObject *f = (PyCFunctionObject *)parsed;
+        if (!PyCFunction_Check(parsed)) {
+            PyErr_SetString(PyExc_ImportError, "decode is not a builtin function");
+            return NULL;
+        }
+        mqttwire_decode_version = PyUnicode_InternFromString("version");
+        mqttwire_decode_five = PyLong_FromLong(5);
+        if (mqttwire_decode_version == NULL || mqttwire_decode_five == NULL) return NULL;
+        Py_INCREF(parsed);
+        mqttwire_decode_parsed = parsed;
+        mqttwire_decode_body = (PyObject *(*)(PyObject *, PyObject *))body;
+        mqttwire_decode_def.ml_name = f->m_ml->ml_name;
+        mqttwire_decode_def.ml_doc = f->m_ml->ml_doc;
+        return PyCFunction_NewEx(&mqttwire_decode_def, NULL, f->m_module);
+    }
+    """
+    object _decode_make "mqttwire_decode_make"(object parsed, void* body)
+
+
 @cython.binding(False)
 def decode(data, *, version=5):
     """decode(data, *, version=5)
@@ -522,13 +571,4 @@ Decode ``data``, which must hold exactly one packet."""
     return _decode(data, version)
 
 
-@cython.binding(True)
-def _decode_function(data, *, version=5):
-    """Decode ``data``, which must hold exactly one packet."""
-    return _decode(data, version)
-
-
-if PY_VERSION_HEX >= 0x030D0000:
-    _decode_function.__name__ = _decode_function.__qualname__ = "decode"
-    decode = _decode_function
-del _decode_function
+decode = _decode_make(decode, <void*>_decode)

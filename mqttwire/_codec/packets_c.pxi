@@ -18,7 +18,7 @@
 # (a subclass calling _Ack's would fall back to the generic call every time).  PUBLISH,
 # the acknowledgements, SUBSCRIBE and CONNECT then get a C function in its place, which
 # takes encode(version) and encode() without Cython's argument parsing and hands any other
-# call to the method defined here (encode_c.pxi, MQTTWIRE_ENCODE_METHOD).  The first
+# call to the method defined here (encode_method_c.pxi, MQTTWIRE_ENCODE_METHOD).  The first
 # line of the docstring, "encode(self, version=5)" and "--", is the signature that inspect
 # reads (__text_signature__); CPython shows the docstring without it, so __doc__ is None as
 # before (benchmarks/peers.md, "encode() as a plain method").

@@ -113,6 +113,44 @@ def test_same_function_signatures(name: str, both_codecs: tuple[ModuleType, Modu
     assert inspect.getdoc(getattr(cy, name)) == inspect.getdoc(getattr(py, name))
 
 
+def test_decode_answers_every_call_alike(both_codecs: tuple[ModuleType, ModuleType]) -> None:
+    """The extension's decode takes decode(data) and decode(data, version=...) in C and
+    hands every other call to the function that parses its arguments: each call gives the
+    same packet, or the same kind of error (the same message but for TypeError, whose
+    wording is CPython's per kind of function), in both implementations."""
+    cy, py = both_codecs
+    wire = py.PubAck(7, reason_code=0x10).encode(5)
+    name = "".join(["ver", "sion"])  # equal to the keyword, but not the interned str
+    assert name == "version" and name is not sys.intern("version")
+    calls = [
+        lambda m: m.decode(wire),
+        lambda m: m.decode(wire, version=5),
+        lambda m: m.decode(wire, version=4),  # a reason code at 3.1.1: an error
+        lambda m: m.decode(wire, **{name: 5}),
+        lambda m: m.decode(wire, **{name: 4}),
+        lambda m: m.decode(bytearray(wire), version=5),
+        lambda m: m.decode(memoryview(wire)),
+        lambda m: m.decode(data=wire),
+        lambda m: m.decode(wire, 5),
+        lambda m: m.decode(wire, version=5, extra=1),
+        lambda m: m.decode(wire, versio=5),
+        lambda m: m.decode(),
+        lambda m: m.decode(wire, version=6),
+        lambda m: m.decode(wire, version="5"),
+        lambda m: m.decode(wire[:2], version=5),
+    ]
+    for i, call in enumerate(calls):
+        got = []
+        for m in (cy, py):
+            try:
+                got.append(("returned", repr(call(m))))
+            except Exception as exc:
+                got.append(("raised", type(exc).__name__,
+                            "" if type(exc) is TypeError else str(exc)))
+        assert got[0] == got[1], f"call {i}: {got}"
+    assert [repr(c(cy)) for c in calls[:2]] == [repr(py.PubAck(7, reason_code=0x10))] * 2
+
+
 def _sample(m: ModuleType) -> list[object]:
     props = mqttwire.Properties(user_properties=[("k", "v")], reason_string="why")
     return [
