@@ -4,9 +4,10 @@ PacketColumns`) and hands each packet's fields, as the array it holds them in, t
 derived tables' compiled function (:meth:`mqttwire.spark.derive_c.Deriver.capsule`).
 
 The messages rows of QoS 0 PUBLISHes taken there are written into the messages table's
-Arrow columns at once, without a dict; the other rows (QoS 1 and 2 exchanges, which wait
-for their acknowledgements as dicts, and those of CaptureTables) are moved into them in
-their order.
+Arrow columns at once, without a dict, and so are those of the QoS 1 exchanges it
+completes (held in C until their acknowledgement); the other rows (exchanges handed back
+to CaptureTables as dicts, and those CaptureTables makes) are moved into them in their
+order.
 
 A packet becomes a Record only where the derived tables need what only
 :meth:`~.derive.CaptureTables.add` does (a connection's first packet, a retained
