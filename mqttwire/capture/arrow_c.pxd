@@ -23,8 +23,24 @@ ctypedef struct Col:
     Py_ssize_t used, room  # of data
 
 
+cdef enum:
+    # The fields of a row's context (arrow_c.pyx, CTX_FIELDS), and the size of the
+    # cache of contexts that rows are matched against (a power of 2).
+    NCTX = 12
+    CTX_BITS = 8
+    CTX_SLOTS = 1 << CTX_BITS
+
+# A context: its values (strong references, so that an address matched is the same
+# object, never a new one at a freed one's place), and its row in the table of contexts
+# of batch ``gen`` (a later batch: none yet).
+ctypedef struct Ctx:
+    PyObject* key[NCTX]
+    int32_t index
+    long long gen
+
+
 cdef class PacketColumns:
-    cdef Col* cols
+    cdef Col* cols  # the columns written row by row (the context columns: in ctx)
     cdef Py_ssize_t ncols, n, cap
     cdef list objects  # per "o" column: {row: value}
     cdef object json
@@ -32,9 +48,19 @@ cdef class PacketColumns:
     cdef take_fn take
     cdef readonly long long fallbacks, side, fast, packets
     cdef readonly tuple names
+    cdef tuple row_names  # of cols
+    cdef tuple layout  # per column: its index in cols, or -1 - its index in ctx
+    # The context columns: a table of the distinct contexts of the batch, and each row's
+    # index into it; the cache that finds a row's context (last: the last one found).
+    cdef PacketColumns ctx
+    cdef int32_t* ctx_index
+    cdef Ctx* slots
+    cdef Ctx* last
+    cdef long long gen
 
     cdef int _room(self, Py_ssize_t cap) except -1
     cdef int row(self, PyObject** v) except -1
+    cdef int32_t _context(self, PyObject** v) except -1
     cdef int fast_record(self, PyObject** v) except -1
     cdef bint take_row(self, PyObject** v) except -1
     cdef int add_fallback(self, PyObject** v) except -1

@@ -1,5 +1,6 @@
 """mqttwire.capture.arrow.packets_table: one capture's packets table as a pyarrow.Table,
-with either codec (the compiled loop's columns, or Records the reference way)."""
+with either codec (the compiled loop's columns, or Records the reference way); the
+compiled columns' table of contexts (the values a direction's rows share)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,19 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # the spark extra's; no stubs
 import pytest
-from capture_helpers import T0, conversation, encode_all, segments_for, write
-from loop_checks import reference_packets_table
+from capture_helpers import T0, conversation, encode_all, read, segments_for, write
+from loop_checks import cython_codec, reference_packets_table
 
 from mqttwire.capture import read_capture
 from mqttwire.capture.arrow import BATCH_ROWS, packets_table
-from mqttwire.capture.writers import Frame, TcpFlow
+from mqttwire.capture.writers import (
+    Frame,
+    Segment,
+    TcpFlow,
+    websocket_frame,
+    websocket_request,
+    websocket_response,
+)
 
 
 def _capture(codec: ModuleType, publishes: int = 0) -> bytes:
@@ -139,3 +147,180 @@ def test_columns_refuse_a_value_their_kind_cannot_hold(field: str, kind: bytes, 
     columns = arrow_c.PacketColumns([(field, kind, 0)])
     with pytest.raises(error, match=field):
         columns.add_record(Record("packet", "c", **{field: value}))
+
+
+def _interleaved(flows: list[tuple[TcpFlow, list[Segment]]]) -> bytes:
+    """The flows' segments as one capture, a frame of each flow in turn."""
+    frames: list[Frame] = []
+    while any(segs for _, segs in flows):
+        for flow, segs in flows:
+            if segs:
+                frames.append(Frame(T0 + len(frames) * 1000, flow.ip(segs.pop(0))))
+    return write(frames)
+
+
+def _changing_contexts(codec: ModuleType) -> bytes:
+    """Three connections interleaved frame by frame: A joined mid-stream (its level
+    inferred from a window of traffic, then its client id and the level's source learnt
+    from a CONNECT in the middle of a segment); B with a bad packet (an error row); C
+    in WebSocket (all its rows the pure code's)."""
+    a = TcpFlow(("10.6.0.1", 46000), ("10.6.0.99", 1883))
+    a.open()  # before the capture began
+    # More than the 64 kB window (direction.WINDOW): the level is inferred from these.
+    segs_a = a.send(0, b"".join(codec.Publish("a/early", b"e" * 1000).encode(4)
+                                for _ in range(70)))
+    segs_a += a.send(1, codec.Publish("a/down", b"d").encode(4) * 3, sizes=[1 << 16])
+    for text in (b"k1", b"k2"):
+        segs_a += a.send(0, codec.Publish("a/known", text).encode(4) * 4, sizes=[1 << 16])
+    segs_a += a.send(0, codec.Publish("a/before", b"1").encode(4)
+                     + codec.Connect("late", protocol_version=4).encode(4)
+                     + codec.Publish("a/after", b"2").encode(4) * 3, sizes=[1 << 16])
+    segs_a.append(a.ack(1))
+    segs_a += a.send(0, codec.Publish("a/later", b"3", qos=1, packet_id=5).encode(4),
+                     sizes=[1 << 16])
+    segs_a += a.send(1, codec.PubAck(5).encode(4))
+    b = TcpFlow(("10.6.0.2", 46001), ("10.6.0.99", 1883))
+    segs_b = b.open()
+    segs_b += b.send(0, codec.Connect("b", protocol_version=5).encode(5))
+    segs_b += b.send(1, codec.ConnAck().encode(5))
+    for i in range(6):
+        segs_b += b.send(0, codec.Publish("b/t", b"%d" % i, qos=1, packet_id=i + 1).encode(5))
+        # the fourth acknowledgement has packet identifier 0 [MQTT-2.2.1-3]: an error row
+        segs_b += b.send(1, b"\x40\x02\x00\x00" if i == 3 else codec.PubAck(i + 1).encode(5))
+    segs_b += b.close()
+    c = TcpFlow(("10.6.0.3", 46002), ("10.6.0.99", 8080))  # found by its Upgrade
+    segs_c = c.open()
+    segs_c += c.send(0, websocket_request())
+    segs_c += c.send(1, websocket_response())
+    segs_c += c.send(0, websocket_frame(codec.Connect("ws", protocol_version=4).encode(4),
+                                        mask=b"\x01\x02\x03\x04"))
+    segs_c += c.send(1, websocket_frame(codec.ConnAck().encode(4)))
+    for i in range(5):
+        segs_c += c.send(0, websocket_frame(codec.Publish("c/t", b"%d" % i).encode(4),
+                                            mask=b"\x05\x06\x07\x08"))
+    segs_c += c.close()
+    return _interleaved([(a, segs_a), (b, segs_b), (c, segs_c)])
+
+
+def test_rows_whose_context_changes_mid_stream(codec: ModuleType) -> None:
+    """A connection's values that every row of a direction shares (client id, level and
+    its source, ends, transport...) as each row had them when it was read: learnt
+    mid-stream, in the middle of a segment, with other connections' rows, error rows
+    and WebSocket rows in between (the compiled loop's columns write them once per
+    context: arrow_c.pyx).  Checked against the traffic, and against the reference
+    table (tests/capture/conftest.py also builds the compiled loop's table in batches
+    of 5 rows, so that batches begin everywhere)."""
+    raw = _changing_contexts(codec)
+    records = read(raw, codec, name="ctx.pcapng")
+    table = packets_table(io.BytesIO(raw), codec=codec, name="ctx.pcapng")
+    assert table.equals(reference_packets_table(records))
+    rows = table.to_pylist()
+    a = [r for r in rows if 46000 in (r["src_port"], r["dst_port"])]
+    a_up = [r for r in a if r["direction"] == "c2s" and r["kind"] == "packet"]
+    at = [r["packet_type"] for r in a_up].index("CONNECT")
+    assert at > 70
+    assert [r["client_id"] for r in a_up] == [None] * at + ["late"] * (len(a_up) - at)
+    assert [r["version_source"] for r in a_up] == (["inferred"] * at
+                                                   + ["connect"] * (len(a_up) - at))
+    assert {r["protocol_version"] for r in a} == {4}
+    assert [r["topic"] for r in a_up[at - 1:at + 5]] == [
+        "a/before", None, "a/after", "a/after", "a/after", "a/later"]
+    b = [r for r in rows if 46001 in (r["src_port"], r["dst_port"])]
+    assert [r["kind"] for r in b].count("error") == 1
+    assert {(r["client_id"], r["protocol_version"], r["transport"]) for r in b} == {
+        ("b", 5, "tcp")}
+    c = [r for r in rows if 46002 in (r["src_port"], r["dst_port"])]
+    assert [r["packet_type"] for r in c] == ["CONNECT", "CONNACK"] + ["PUBLISH"] * 5
+    assert {(r["client_id"], r["transport"]) for r in c} == {("ws", "websocket")}
+
+
+def test_many_connections_interleaved_frame_by_frame(codec: ModuleType) -> None:
+    """More connections than the compiled columns' cache of contexts has places (256),
+    a frame of each in turn: every row has its own connection's values."""
+    flows = []
+    for n in range(300):
+        flow = TcpFlow((f"10.7.{n // 200}.{n % 200 + 1}", 47000 + n), ("10.7.9.99", 1883))
+        segs = flow.open() + flow.send(0, codec.Connect(f"m{n}", protocol_version=4).encode(4))
+        segs += flow.send(1, codec.ConnAck().encode(4))
+        for i in range(3):
+            segs += flow.send(0, codec.Publish(f"t/{n}", b"%d" % i, qos=1,
+                                               packet_id=i + 1).encode(4))
+            segs += flow.send(1, codec.PubAck(i + 1).encode(4))
+        segs += flow.close()
+        flows.append((flow, segs))
+    raw = _interleaved(flows)
+    records = read(raw, codec, name="many.pcapng")
+    table = packets_table(io.BytesIO(raw), codec=codec, name="many.pcapng")
+    assert table.equals(reference_packets_table(records))
+    assert table.num_rows == 300 * 8
+    for r in table.to_pylist():
+        port = r["src_port"] if r["direction"] == "c2s" else r["dst_port"]
+        n = port - 47000
+        assert (r["client_id"], r["connection_id"] is not None, r["protocol_version"]) == (
+            f"m{n}", True, 4)
+        assert r["src_ip" if r["direction"] == "c2s" else "dst_ip"] == (
+            f"10.7.{n // 200}.{n % 200 + 1}")
+    assert len({r["connection_id"] for r in table.to_pylist()}) == 300
+
+
+@pytest.mark.c_extension
+def test_a_direction_s_rows_share_their_context() -> None:
+    """The compiled loop's columns hold a direction's context once a batch, not once a
+    row: a table of few contexts (that the rows' values are still each row's own: the
+    tests above)."""
+    from mqttwire.capture import MqttStreams, loop_c
+    from mqttwire.capture.arrow import sink
+    from mqttwire.spark.schema import PACKETS
+
+    mw = cython_codec()
+    raw = _capture(mw, publishes=600)
+    handler = MqttStreams("s.pcapng", ports=[1883], codec=mw)
+    columns = sink(PACKETS)
+    loop_c.FastReader(io.BytesIO(raw), handler).fill(columns, 1 << 20)
+    assert len(columns) > 600
+    # c2s and s2c (more only where their cache slots collide, or the pure code's rows
+    # hold other objects of the same values)
+    assert 2 <= columns.contexts <= 8
+    columns.take_buffers()
+    assert columns.contexts == 0
+
+
+@pytest.mark.c_extension
+def test_context_values_made_and_freed_row_by_row() -> None:
+    """Rows whose client id is a new object every third row, freed once the row is
+    written (its address is likely the next one's: the columns must not take it for the
+    same value), with values repeated across take_buffers; then rows whose every context
+    value changes from row to row."""
+    from mqttwire.capture import Record
+    from mqttwire.capture.arrow import columns_batch, sink
+    from mqttwire.spark.schema import PACKETS
+
+    def expected(batch: int, i: int) -> tuple[Any, ...]:
+        if i < 300:
+            cid = "kept" if i % 3 == 0 else None if i % 3 == 1 else f"c{batch}-{i}"
+            return ("packet", "conn", "c2s", 40000, cid, 4)
+        return ("packet" if i % 11 else "error", f"conn{i % 4}", "c2s" if i % 2 else "s2c",
+                40000 + i % 5, "kept" if i % 7 else None, 3 + i % 3)
+
+    columns = sink(PACKETS)
+    kept = "kept"
+    batches = []
+    for batch in range(3):
+        for i in range(600):
+            kind, conn, direction, port, cid, level = expected(batch, i)
+            if i < 300 and i % 3 == 2:
+                cid = "".join(["c", str(batch), "-", str(i)])  # a new object, freed below
+            elif cid is not None:
+                cid = kept
+            columns.add_record(Record(kind, "cap", T0 + i, i, conn, direction, "10.0.0.1",
+                                      port, "10.0.0.2", 1883, client_id=cid,
+                                      protocol_version=level, version_source="connect",
+                                      transport="tcp"))
+            del cid
+        n = len(columns)
+        batches.append(columns_batch(columns.take_buffers(), n, PACKETS, "cap"))
+    table = pa.Table.from_batches(batches)
+    got = zip(*[table[name].to_pylist() for name in (
+        "kind", "connection_id", "direction", "src_port", "client_id", "protocol_version")])
+    assert list(got) == [expected(b, i) for b in range(3) for i in range(600)]
+    assert set(table["capture"].to_pylist()) == {"cap"}
