@@ -27,25 +27,12 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from peers import OPS, PEERS, STREAM_OP, Op, Peer, check_decode, check_encode
+from peers import OPS, PEERS, PER_CALL, STREAM_OP, Op, Peer, batched, check_decode, check_encode
 
 from mqttwire import _pure
 
 STREAM_PACKETS = 10_000
 CHUNK = 64 * 1024
-PER_CALL = 100  # decode and encode operations per timed call
-
-
-def _batched(fn: Any, arg: Any) -> Any:
-    """A function that calls ``fn(arg)`` PER_CALL times, returning the last result."""
-    loop = range(PER_CALL)
-
-    def run() -> Any:
-        for _ in loop:
-            result = fn(arg)
-        return result
-
-    return run
 
 
 def _peer_or_skip(peer: Peer) -> None:
@@ -81,7 +68,7 @@ def test_decode(benchmark: Any, peer: Peer, op: Op) -> None:
         pytest.skip(f"incorrect: {peer.name} on {op.id}: {wrong}")
     _tag(benchmark, f"decode {op.id}", peer, op.id, "decode")
     benchmark.extra_info["ops"] = PER_CALL
-    benchmark(_batched(decode, op.wire()))
+    benchmark(batched(decode, op.wire()))
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.id.replace(" ", "-"))
@@ -100,7 +87,7 @@ def test_decode_read(benchmark: Any, peer: Peer, op: Op) -> None:
         pytest.skip(f"incorrect: {peer.name} on {op.id}: {wrong}")
     _tag(benchmark, f"decode and read {op.id}", peer, op.id, "decode and read")
     benchmark.extra_info["ops"] = PER_CALL
-    benchmark(_batched(read, op.wire()))
+    benchmark(batched(read, op.wire()))
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.id.replace(" ", "-"))
@@ -116,7 +103,7 @@ def test_encode(benchmark: Any, peer: Peer, op: Op) -> None:
     _tag(benchmark, f"encode {op.id}", peer, op.id, "encode")
     benchmark.extra_info["ops"] = PER_CALL
     fn, native = enc
-    benchmark(_batched(fn, native))
+    benchmark(batched(fn, native))
 
 
 def test_call_floor(benchmark: Any) -> None:
@@ -127,7 +114,7 @@ def test_call_floor(benchmark: Any) -> None:
     benchmark.group = "call floor"
     benchmark.extra_info.update(codec="call floor", op="call floor", direction="floor",
                                 pure_python=False, version="-", ops=PER_CALL)
-    benchmark(_batched(lambda n: n.bit_length(), 5))
+    benchmark(batched(lambda n: n.bit_length(), 5))
 
 
 def _chunks(data: bytes, size: int) -> list[bytes]:

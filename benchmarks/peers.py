@@ -104,6 +104,22 @@ OPS = [
 ]
 STREAM_OP = {4: Op("publish-qos0-small", "publish", 4), 5: Op("publish-qos0-small", "publish", 5)}
 
+#: Decode and encode operations per timed call (bench_peers.py, peers_paired.py): one
+#: timer read and one call of the harness's for many operations.
+PER_CALL = 100
+
+
+def batched(fn: Callable[[Any], Any], arg: Any) -> Callable[[], Any]:
+    """A function that calls ``fn(arg)`` PER_CALL times, returning the last result."""
+    loop = range(PER_CALL)
+
+    def run() -> Any:
+        for _ in loop:
+            result = fn(arg)
+        return result
+
+    return run
+
 
 def reference_view(kind: str, p: Any) -> tuple:
     """The fields every peer must reproduce, read from an mqttwire packet.

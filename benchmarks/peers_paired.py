@@ -13,9 +13,9 @@ median of its per-pair ratios, mqtt5's time over the extension's, with the quart
 its spread.
 
 The work is bench_peers.py's: the same adapters and packets (``peers.py``), a timed call
-of PER_CALL operations (``bench_peers._batched``'s loop) for decode, decode and read and
-encode, one call per 10,000-packet stream.  A block is one untimed call (the caches warm
-for that codec) and REPEATS timed calls, of which the fastest counts (the one least
+of PER_CALL operations (``peers.batched``) for decode, decode and read and encode, one
+call per 10,000-packet stream.  A block is one untimed call (the caches warm for that
+codec) and REPEATS timed calls, of which the fastest counts (the one least
 disturbed by the host).  The order of the three in a pair rotates, so that none always
 runs first or after the same one.  The call floor is bench_peers.test_call_floor's: an
 adapter lambda calling a C method that does no work.
@@ -44,9 +44,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/, for peers.py
 
 import peers
-from peers import OPS, STREAM_OP, check_decode, check_encode
+from peers import OPS, PER_CALL, STREAM_OP, batched, check_decode, check_encode
 
-PER_CALL = 100  # operations per timed call, as bench_peers.PER_CALL
 STREAM_PACKETS, CHUNK = 10_000, 64 * 1024  # as bench_peers
 REPEATS = 3  # timed calls per block, after one untimed
 NEED, NEED_AT_FLOOR, NEAR_FLOOR = 1.2, 1.0, 1.2  # as chart.py
@@ -55,16 +54,6 @@ CYTHON = peers.MqttWire("mqttwire._speedups", "mqttwire cython", False)
 MQTT5 = peers.Mqtt5()
 
 
-def _batched(fn: Callable[[Any], Any], arg: Any) -> Callable[[], Any]:
-    """bench_peers._batched: PER_CALL calls of ``fn(arg)``, the last result returned."""
-    loop = range(PER_CALL)
-
-    def run() -> Any:
-        for _ in loop:
-            result = fn(arg)
-        return result
-
-    return run
 
 
 def _stream(fn: Callable[[list], int], chunks: list) -> Callable[[], int]:
@@ -83,12 +72,12 @@ def rows() -> list[tuple[str, Callable[[], Any], Callable[[], Any], int]]:
             wrong = check_decode(peer, op) or check_encode(peer, op)
             if wrong:
                 raise SystemExit(f"{peer.name} is wrong on {op.id}: {wrong}")
-        out.append((f"decode {op.id}", _batched(CYTHON.decoder(op), op.wire()),
-                    _batched(MQTT5.decoder(op), op.wire()), PER_CALL))
-        out.append((f"decode and read {op.id}", _batched(CYTHON.reader(op), op.wire()),
-                    _batched(MQTT5.reader(op), op.wire()), PER_CALL))
-        out.append((f"encode {op.id}", _batched(*CYTHON.encoder(op)),
-                    _batched(*MQTT5.encoder(op)), PER_CALL))
+        out.append((f"decode {op.id}", batched(CYTHON.decoder(op), op.wire()),
+                    batched(MQTT5.decoder(op), op.wire()), PER_CALL))
+        out.append((f"decode and read {op.id}", batched(CYTHON.reader(op), op.wire()),
+                    batched(MQTT5.reader(op), op.wire()), PER_CALL))
+        out.append((f"encode {op.id}", batched(*CYTHON.encoder(op)),
+                    batched(*MQTT5.encoder(op)), PER_CALL))
     wire = STREAM_OP[5].wire() * STREAM_PACKETS
     chunks = [wire[i : i + CHUNK] for i in range(0, len(wire), CHUNK)]
     cy, m5 = CYTHON.streamer(5), MQTT5.streamer(5)
@@ -103,13 +92,13 @@ def control() -> tuple[str, Callable[[], Any], Callable[[], Any], int]:
     op = OPS[1]
     assert op.id == "publish-qos0-small v5"
     return ("control: decode publish-qos0-small v5, extension against itself",
-            _batched(CYTHON.decoder(op), op.wire()), _batched(CYTHON.decoder(op), op.wire()),
+            batched(CYTHON.decoder(op), op.wire()), batched(CYTHON.decoder(op), op.wire()),
             PER_CALL)
 
 
 def floor_call() -> Callable[[], Any]:
     """bench_peers.test_call_floor's timed call."""
-    return _batched(lambda n: n.bit_length(), 5)
+    return batched(lambda n: n.bit_length(), 5)
 
 
 def _block(run: Callable[[], Any], clock: Callable[[], int] = time.perf_counter_ns) -> int:
