@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from spark_scenarios import capture_a, capture_b, capture_c, capture_mixed
 
-from mqttwire.capture import Record, arrow_c, read_capture
+from mqttwire.capture import Record, read_capture
 from mqttwire.capture.arrow import columns_batch, sink
 from mqttwire.spark import columnar, derive
 from mqttwire.spark.decoding import rows_batch
@@ -231,6 +231,7 @@ def _columnar_tables(records: list[Record]) -> tuple[list[dict[str, Any]], ...]:
     columns = sink(PACKETS)
     deriver = derive.derive_c.Deriver(Record, derive._Conn)
     columns.derive_into(tables, deriver, deriver.capsule())
+    arrow_c = importlib.import_module("mqttwire.capture.arrow_c")  # not in the pure wheel
     messages = arrow_c.PacketColumns(columnar._message_spec())
     deriver.message_columns(messages, arrow_c.row_capsule(), MESSAGES.names)
     for rec in records:
