@@ -27,10 +27,26 @@ Importing this package does not import pyspark; :func:`run_pipeline` does.
 
 from __future__ import annotations
 
-from .run import PipelineOptions, PipelineResult, run_pipeline
-from .startup import JavaMissing, find_java
-from .tables import TABLE_NAMES, Tables, read_tables
-from .tasks import Counters
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .run import PipelineOptions, PipelineResult, run_pipeline
+    from .startup import JavaMissing, find_java
+    from .tables import TABLE_NAMES, Tables, read_tables
+    from .tasks import Counters
+
+#: Where each public name lives.  They are imported when first asked for (PEP 562), not
+#: with the package: a Spark executor's Python worker imports this package to reach the
+#: task code (.tasks, .decoding), and the driver's modules (.run, .tables, .plan, .write,
+#: .progress, .startup) would only lengthen every worker's start (benchmarks/capture.md,
+#: "The Spark session's start").
+_HOMES = {
+    "PipelineOptions": "run", "PipelineResult": "run", "run_pipeline": "run",
+    "JavaMissing": "startup", "find_java": "startup",
+    "TABLE_NAMES": "tables", "Tables": "tables", "read_tables": "tables",
+    "Counters": "tasks",
+}
 
 __all__ = [
     "TABLE_NAMES",
@@ -43,3 +59,16 @@ __all__ = [
     "read_tables",
     "run_pipeline",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # asked once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
-import pyarrow.compute as pc  # type: ignore[import-untyped]  # no stubs
 
 from ..capture import Record, loop_c
 from ..capture.arrow import columns_batch, sink
@@ -68,6 +67,10 @@ last_counts = Counts()
 
 def _errors(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The rows of a packets batch that are not packets, with the errors columns."""
+    # Imported here, not with the module: a clean capture has no such rows, and
+    # pyarrow.compute's import is a sizeable part of a Spark worker's start.
+    import pyarrow.compute as pc  # type: ignore[import-untyped]  # no stubs
+
     rows = batch.filter(pc.not_equal(batch.column(PACKETS.get_field_index("kind")), "packet"))
     return pa.RecordBatch.from_arrays([rows.column(name) for name in ERRORS.names],
                                       schema=ERRORS)

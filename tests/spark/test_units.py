@@ -4,6 +4,10 @@ formatting, and the Arrow rows (those need pyarrow, from the spark extra)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -384,3 +388,27 @@ def test_rate_chart_starts_at_zero_and_draws_a_partial_last_bucket_as_partial() 
         ax = rate_figure(chart_counts, 0, hi, 5_000_000).axes[0]
         assert ax.lines[0].get_data()[0][-1] == end
         assert not any("partial" in label for label in ax.get_legend_handles_labels()[1])
+
+
+WORKER_IMPORTS = """
+import sys
+import mqttwire.spark.tasks, mqttwire.spark.decoding, mqttwire.spark.parquet
+driver = ("mqttwire.spark.run", "mqttwire.spark.startup", "mqttwire.spark.tables",
+          "mqttwire.spark.write", "mqttwire.spark.progress", "mqttwire.spark.report",
+          "pyspark", "pyarrow.compute", "pandas", "matplotlib")
+print(sorted(name for name in driver if name in sys.modules))
+import mqttwire.spark as package
+print(package.run_pipeline.__module__, package.Counters.__module__, sorted(dir(package)) ==
+      sorted(set(dir(package)) | set(package.__all__)))
+"""
+
+
+@pytest.mark.spark  # pyarrow comes with the spark extra
+def test_a_workers_modules_import_without_the_drivers() -> None:
+    """A Spark worker imports the package to reach the task code: the driver's modules,
+    pyspark and pyarrow.compute (for error rows only) stay out of its start; the
+    package's public names are still there when asked for."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", WORKER_IMPORTS], capture_output=True,
+                          text=True, env=env, timeout=120, check=True)
+    assert done.stdout.splitlines() == ["[]", "mqttwire.spark.run mqttwire.spark.tasks True"]
