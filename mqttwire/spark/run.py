@@ -337,5 +337,12 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
             stopping.join()
         elif own_session:
             spark.stop()
-        if archive is not None and archive.finish():
-            print(f"mqttwire: wrote the JVM's class archive {archive.path}", file=sys.stderr)
+        if archive is not None:
+            writing = archive.writing is not None
+            if archive.finish():
+                print(f"mqttwire: wrote the JVM's class archive {archive.path}",
+                      file=sys.stderr)
+            elif writing:
+                print(f"mqttwire: the JVM's class archive {archive.path} was not written "
+                      f"(the JVM did not write a usable one); the next run tries again",
+                      file=sys.stderr)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from spark_scenarios import capture_b
 
+from mqttwire.spark.startup import BUSY_JARS
+
 # once: which Spark objects the driver makes does not depend on the codec implementation
 pytestmark = [pytest.mark.spark, pytest.mark.once]
 
@@ -46,6 +48,7 @@ SCRIPT = textwrap.dedent("""
     seen["conf"] = {key: conf.get(key) for key in (
         "spark.sql.session.timeZone", "spark.sql.execution.arrow.maxRecordsPerBatch",
         "spark.log.level")}
+    seen["class_path"] = conf.get("spark.driver.extraClassPath")
     print(json.dumps(seen))
 """)
 
@@ -66,3 +69,10 @@ def test_the_pipeline_makes_one_session_with_its_settings(tmp_path: Path) -> Non
     assert seen["conf"] == {"spark.sql.session.timeZone": "UTC",
                             "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
                             "spark.log.level": "WARN"}
+    # The busiest jars first on the driver's class path (startup.busy_jars_first), each
+    # one of Spark's own.
+    head = seen["class_path"].split(os.pathsep)
+    assert Path(head[0]).name.startswith("spark-catalyst_")
+    assert Path(head[1]).name.startswith("scala-library-")
+    assert len(head) == len(BUSY_JARS)
+    assert all(Path(jar).is_file() and Path(jar).parent.name == "jars" for jar in head)

@@ -412,3 +412,92 @@ def test_a_workers_modules_import_without_the_drivers() -> None:
     done = subprocess.run([sys.executable, "-c", WORKER_IMPORTS], capture_output=True,
                           text=True, env=env, timeout=120, check=True)
     assert done.stdout.splitlines() == ["[]", "mqttwire.spark.run mqttwire.spark.tasks True"]
+
+
+@pytest.fixture
+def spark_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Spark distribution of a few jars, as pyspark finds it (SPARK_HOME), in the
+    file system's order: not the order busy_jars_first puts them in."""
+    home = tmp_path / "spark"
+    (home / "jars").mkdir(parents=True)
+    for name in ("zstd-jni-1.5.7-6.jar", "ivy-2.5.3.jar", "scala-library-2.13.18.jar",
+                 "spark-catalyst_2.13-4.3.0.jar", "README.txt", "py4j-0.10.9.9.jar"):
+        (home / "jars" / name).touch()
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)  # not under spark-submit
+    return home
+
+
+@pytest.mark.spark  # pyspark finds the Spark home
+def test_busy_jars_first(spark_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mqttwire.spark.startup import _settings, busy_jars_first
+
+    jars = spark_home / "jars"
+    expected = os.pathsep.join(str(jars / name) for name in (
+        "spark-catalyst_2.13-4.3.0.jar", "scala-library-2.13.18.jar", "ivy-2.5.3.jar",
+        "py4j-0.10.9.9.jar"))
+    assert busy_jars_first() == busy_jars_first({"spark.ui.enabled": "false"}) == expected
+    monkeypatch.setattr("mqttwire.spark.startup.find_java", lambda: "java")
+    assert _settings("local[1]", None)["spark.driver.extraClassPath"] == expected
+    # A class path of the user's own is theirs alone: never ours ahead of it.
+    mine = {"spark.driver.extraClassPath": "/opt/mine.jar"}
+    assert busy_jars_first(mine) is None
+    assert _settings("local[1]", mine)["spark.driver.extraClassPath"] == "/opt/mine.jar"
+
+
+@pytest.mark.spark
+def test_busy_jars_first_leaves_a_defaults_files_class_path(
+        spark_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mqttwire.spark.startup import busy_jars_first
+
+    (spark_home / "conf").mkdir()
+    defaults = spark_home / "conf" / "spark-defaults.conf"
+    defaults.write_text("spark.driver.memory 2g\n# spark.driver.extraClassPath /x.jar\n")
+    assert busy_jars_first() is not None  # a comment sets nothing
+    defaults.write_text("spark.driver.memory 2g\nspark.driver.extraClassPath  /x.jar\n")
+    assert busy_jars_first() is None
+    elsewhere = tmp_path / "conf"  # SPARK_CONF_DIR is where Spark reads it then
+    elsewhere.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(elsewhere))
+    assert busy_jars_first() is not None
+    (elsewhere / "spark-defaults.conf").write_text("spark.driver.extraClassPath\t/y.jar\n")
+    assert busy_jars_first() is None
+
+
+@pytest.mark.spark
+def test_busy_jars_first_only_where_it_applies(
+        spark_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mqttwire.spark.startup import busy_jars_first
+
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # spark-submit started the JVM
+    assert busy_jars_first() is None
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    for jar in (spark_home / "jars").iterdir():
+        jar.unlink()
+    assert busy_jars_first() is None  # none of the busy jars
+    (spark_home / "jars").rmdir()
+    assert busy_jars_first() is None  # no jars directory
+
+
+@pytest.mark.spark  # pyspark's SparkContext holds the gateway
+def test_a_jvm_that_does_not_exit_in_time_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ClassArchive.finish waits for the JVM to write its archive as it exits; one that
+    takes longer than the bound is killed rather than failing a run that is done."""
+    from pyspark import SparkContext
+
+    from mqttwire.spark.startup import _end_jvm
+
+    class Gateway:  # a JVM that ignores its standard input closing, as one busy would
+        proc = subprocess.Popen(["sleep", "60"], stdin=subprocess.PIPE)
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    gateway = Gateway()
+    monkeypatch.setattr(SparkContext, "_gateway", gateway)
+    monkeypatch.setattr(SparkContext, "_jvm", object())
+    _end_jvm(timeout=0.5)
+    assert gateway.closed and SparkContext._gateway is None and SparkContext._jvm is None
+    assert gateway.proc.returncode == -9  # killed, and waited for
