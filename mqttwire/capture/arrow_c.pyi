@@ -7,6 +7,9 @@ from .record import Record
 
 COLUMN_KINDS: bytes
 """The value kinds of a PacketColumns column, one byte each."""
+DIRECT_LAYOUT: tuple[tuple[str, bytes, int], ...]
+"""The packets table's own columns (no context columns), which the compiled loop's packets
+read without the decoder are written into from C values."""
 TAKE_CAPSULE: bytes
 """The name of the capsule of the derived tables' function (derive_c.Deriver.capsule)."""
 ROW_CAPSULE: bytes
@@ -21,6 +24,7 @@ class PacketColumns:
     fast: int
     packets: int
     contexts: int
+    direct_layout: bool
     names: tuple[str, ...]
 
     def __init__(self, columns: Sequence[tuple[Any, ...]],
