@@ -62,6 +62,8 @@ cdef class PacketColumns:
     # Whether the columns are the packets layout that _direct_row writes (DIRECT_LAYOUT),
     # and the last time it converted (a strong reference) and its value.
     cdef bint fixed
+    # Whether the columns are the messages layout that _message_row writes (MESSAGE_KINDS).
+    cdef readonly bint message_layout
     cdef object ts_obj
     cdef int64_t ts_val
 
@@ -70,6 +72,7 @@ cdef class PacketColumns:
     cdef int32_t _context(self, PyObject** v) except -1
     cdef int fast_record(self, PyObject** v) except -1
     cdef bint take_row(self, PyObject** v) except -1
+    cdef int _message_row(self, PyObject** v) except -1
     cdef int _direct_row(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
                          long long offset, Py_ssize_t length, Py_ssize_t cut) except -1
     cdef bint take_direct(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
