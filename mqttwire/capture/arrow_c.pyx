@@ -30,7 +30,8 @@ from .record_c cimport *
 from .record import Record
 from .shared_slots import RECORD_FIELDS
 
-__all__ = ["COLUMN_KINDS", "DIRECT_LAYOUT", "MESSAGE_KINDS", "ROW_CAPSULE", "TAKE_CAPSULE", "PacketColumns", "row_capsule"]
+__all__ = ["COLUMN_KINDS", "DIRECT_LAYOUT", "MESSAGE_KINDS", "ROW_CAPSULE", "TAKE_CAPSULE",
+           "PacketColumns", "row_capsule"]
 
 check_record(Record, RECORD_FIELDS)
 cdef tuple _FIELD_NAMES = field_names()
@@ -110,7 +111,7 @@ cdef enum:
 # column, much of it the loop's dispatch; the derived tables' compiled code writes a
 # messages row per PUBLISH).  Decoding the benchmarks' small.pcap (decode_capture,
 # callgrind): 5,380 instructions a packet before, 4,904 after (a messages row: about
-# 1,575 before, 1,000 after).
+# 1,575 before, 940 after).
 MESSAGE_KINDS = b"sssbstlls?b??ilysittttitd"
 
 #: The value kinds of a column, one byte each (as spark/columns_c.KINDS): int8, int32,

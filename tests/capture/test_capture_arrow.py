@@ -369,7 +369,8 @@ def test_messages_rows_of_their_layout_as_row_writes_them() -> None:
 @pytest.mark.c_extension
 @pytest.mark.parametrize("column, value", [
     (3, 128), (3, -129), (10, True), (13, 2**31), (6, 2**63), (6, -(2**63) - 1),
-    (5, 2**64), (6, 1.0), (0, b"c"), (8, 3), (15, "p"), (9, 1), (24, 1), (4, type("S", (str,), {})("c")),
+    (5, 2**64), (6, 1.0), (0, b"c"), (8, 3), (15, "p"), (9, 1), (24, 1),
+    (4, type("S", (str,), {})("c")),  # a str subclass: not a str there
 ])
 def test_messages_rows_refuse_what_row_refuses(column: int, value: Any) -> None:
     """A value that PacketColumns.row refuses in a messages column raises the same error,

@@ -17,7 +17,7 @@ import pytest
 from capture_helpers import T0, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loop_checks import check_decoded, cython_codec
+from loop_checks import check_decoded, cython_codec, reference_packets_table
 
 from mqttwire.capture.writers import Frame, TcpFlow
 from mqttwire.spark.connection_shares import Share
@@ -250,7 +250,6 @@ def test_direct_rows_over_batches(monkeypatch: pytest.MonkeyPatch, limit: int | 
     from mqttwire.capture import read_capture
     from mqttwire.capture.arrow import packets_table
     from mqttwire.spark import columnar, decoding
-    from loop_checks import reference_packets_table
 
     monkeypatch.setattr(decoding, "BATCH_ROWS", 700)
     mw = cython_codec()
