@@ -1,8 +1,10 @@
 # The declarations of arrow_c.pyx that the compiled capture loop (loop_c.pyx) uses: the
-# PacketColumns class, whose row and fast_record it calls for each packet.
+# PacketColumns class, whose row, fast_record and take_direct it calls for each packet.
 
 from cpython.object cimport PyObject
-from libc.stdint cimport int32_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from .direct_c cimport Direct
 
 # The function a deriver offers (a capsule named TAKE_CAPSULE): take a record's fields
 # (RECORD_FIELDS order) into the derived tables, 1 if taken, 0 to have tables.add take
@@ -57,10 +59,22 @@ cdef class PacketColumns:
     cdef Ctx* slots
     cdef Ctx* last
     cdef long long gen
+    # Whether the columns are the packets layout that _direct_row writes (DIRECT_LAYOUT),
+    # and the last time it converted (a strong reference) and its value.
+    cdef bint fixed
+    # Whether the columns are the messages layout that _message_row writes (MESSAGE_KINDS).
+    cdef readonly bint message_layout
+    cdef object ts_obj
+    cdef int64_t ts_val
 
     cdef int _room(self, Py_ssize_t cap) except -1
     cdef int row(self, PyObject** v) except -1
     cdef int32_t _context(self, PyObject** v) except -1
     cdef int fast_record(self, PyObject** v) except -1
     cdef bint take_row(self, PyObject** v) except -1
+    cdef int _message_row(self, PyObject** v) except -1
+    cdef int _direct_row(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
+                         long long offset, Py_ssize_t length, Py_ssize_t cut) except -1
+    cdef bint take_direct(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
+                          long long offset, Py_ssize_t length, Py_ssize_t cut) except -1
     cdef int add_fallback(self, PyObject** v) except -1

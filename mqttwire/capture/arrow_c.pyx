@@ -17,6 +17,7 @@ from libc.string cimport memcmp, memcpy, memset
 
 from .._cdefs cimport (
     PyUnicode_AsUTF8AndSize,
+    PyUnicode_GET_LENGTH,
     Py_False,
     Py_None,
     Py_True,
@@ -29,7 +30,8 @@ from .record_c cimport *
 from .record import Record
 from .shared_slots import RECORD_FIELDS
 
-__all__ = ["COLUMN_KINDS", "ROW_CAPSULE", "TAKE_CAPSULE", "PacketColumns", "row_capsule"]
+__all__ = ["COLUMN_KINDS", "DIRECT_LAYOUT", "MESSAGE_KINDS", "ROW_CAPSULE", "TAKE_CAPSULE",
+           "PacketColumns", "row_capsule"]
 
 check_record(Record, RECORD_FIELDS)
 cdef tuple _FIELD_NAMES = field_names()
@@ -82,6 +84,36 @@ cdef inline Py_ssize_t _slot_of(PyObject** v) noexcept:
     return <Py_ssize_t>(h >> (64 - CTX_BITS))  # the best mixed bits of the product
 
 
+# The packets table's own columns (arrow.column_spec(PACKETS) less the context columns),
+# in order: the layout that PacketColumns._direct_row writes straight from the C values
+# of a packet the compiled loop read itself (loop_c.pyx, FastReader._direct), each
+# column by its place, without row's per-column op, type test and conversion (about 50
+# instructions a column).  Columns of another layout are written by row.  Decoding the
+# benchmarks' small.pcap (decode_capture, callgrind): 6,156 instructions a packet
+# before, 5,380 after (the packets row of such a packet: about 340).
+DIRECT_LAYOUT = (
+    ("ts", b"t", 0), ("ts", b"l", 0), ("frame", b"l", 0), ("stream_offset", b"l", 0),
+    ("length", b"l", 0), ("packet_type", b"s", 0), ("flags", b"b", 0), ("dup", b"?", 0),
+    ("qos", b"b", 0), ("retain", b"?", 0), ("packet_id", b"i", 0), ("topic", b"s", 0),
+    ("topic_from_alias", b"?", 1), ("topic_filters", b"o", 0),
+    ("payload_length", b"l", 0), ("payload", b"y", 0), ("reason_code", b"i", 0),
+    ("reason_codes", b"o", 0), ("properties", b"s", 2), ("error", b"s", 0),
+    ("error_offset", b"l", 0))
+cdef enum:
+    DL_TS, DL_TS_NS, DL_FRAME, DL_OFFSET, DL_LENGTH, DL_PTYPE, DL_FLAGS, DL_DUP, DL_QOS
+    DL_RETAIN, DL_PID, DL_TOPIC, DL_ALIAS, DL_FILTERS, DL_PAYLOAD_LENGTH, DL_PAYLOAD
+    DL_CODE, DL_CODES, DL_PROPS, DL_ERROR, DL_ERROR_OFFSET
+
+# The messages table's columns (mqttwire/spark/columnar.py, _message_spec: each column
+# the value of its index, in MESSAGES order) by kind: the layout that
+# PacketColumns._message_row writes column by column with each column's op known when
+# compiled, not decided per value in a loop as row does (about 60 instructions a
+# column, much of it the loop's dispatch; the derived tables' compiled code writes a
+# messages row per PUBLISH).  Decoding the benchmarks' small.pcap (decode_capture,
+# callgrind): 5,380 instructions a packet before, 4,904 after (a messages row: about
+# 1,575 before, 940 after).
+MESSAGE_KINDS = b"sssbstlls?b??ilysittttitd"
+
 #: The value kinds of a column, one byte each (as spark/columns_c.KINDS): int8, int32,
 #: int64, timestamp in microseconds from nanoseconds, bool, double, string, binary; "o"
 #: keeps the Python values in a list (the list columns, which only rare packets fill).
@@ -122,16 +154,220 @@ cdef inline int _width(char kind) noexcept:
     return 1 if kind == b"b" else 4 if kind == b"i" else 8
 
 
-cdef inline int _append(Col* col, const char* p, Py_ssize_t size) except -1:
-    """Append ``size`` bytes at ``p`` to the string or binary column ``col``'s data."""
+cdef int _make_room(Col* col, Py_ssize_t size) except -1:
+    """Room for ``size`` more bytes in ``col``'s data (_append's rare path, out of line
+    so that the common one is small enough to inline)."""
     cdef Py_ssize_t need = col.used + size
     if size > INT32_MAX - col.used:  # 32-bit offsets: the caller takes smaller batches
         raise OverflowError("more than 2 GiB of bytes in one column of a batch")
     if need > col.room:
         col.room = max(need, 2 * col.room, 65536)
         _grow_to(<void**>&col.data, col.room)
+    return 0
+
+
+cdef inline int _append(Col* col, const char* p, Py_ssize_t size) except -1:
+    """Append ``size`` bytes at ``p`` to the string or binary column ``col``'s data."""
+    if size > col.room - col.used or size > INT32_MAX - col.used:
+        _make_room(col, size)
     memcpy(col.data + col.used, p, size)
-    col.used = need
+    col.used += size
+    return 0
+
+
+# One value of row ``i`` (``byte``, ``bit``: its validity bit) written as row writes it:
+# a null leaves the validity bit 0 (the bitmaps are zeroed ahead) and stores 0, or no
+# bytes.
+cdef inline void _put_i64(Col* col, Py_ssize_t i, Py_ssize_t byte, uint8_t bit,
+                          int64_t y) noexcept:
+    col.valid[byte] |= bit
+    (<int64_t*>col.values)[i] = y
+
+
+cdef inline void _put_i32(Col* col, Py_ssize_t i, Py_ssize_t byte, uint8_t bit,
+                          int32_t y) noexcept:
+    col.valid[byte] |= bit
+    (<int32_t*>col.values)[i] = y
+
+
+cdef inline void _put_i8(Col* col, Py_ssize_t i, Py_ssize_t byte, uint8_t bit,
+                         int8_t y) noexcept:
+    col.valid[byte] |= bit
+    (<int8_t*>col.values)[i] = y
+
+
+cdef inline void _put_bool(Col* col, Py_ssize_t byte, uint8_t bit, bint y) noexcept:
+    col.valid[byte] |= bit
+    if y:
+        col.values[byte] |= bit
+
+
+cdef inline int _put_bytes(Col* col, Py_ssize_t i, Py_ssize_t byte, uint8_t bit,
+                           const char* p, Py_ssize_t size) except -1:
+    col.valid[byte] |= bit
+    _append(col, p, size)
+    col.offs[i + 1] = <int32_t>col.used
+    return 0
+
+
+cdef inline void _null_i64(Col* col, Py_ssize_t i) noexcept:
+    col.nulls += 1
+    (<int64_t*>col.values)[i] = 0
+
+
+cdef inline void _null_i32(Col* col, Py_ssize_t i) noexcept:
+    col.nulls += 1
+    (<int32_t*>col.values)[i] = 0
+
+
+cdef inline void _null_i8(Col* col, Py_ssize_t i) noexcept:
+    col.nulls += 1
+    (<int8_t*>col.values)[i] = 0
+
+
+cdef inline void _null_bytes(Col* col, Py_ssize_t i) noexcept:
+    col.nulls += 1
+    col.offs[i + 1] = <int32_t>col.used
+
+
+# The messages layout's writers, one per kind, small enough to be inlined into
+# _message_row at each column (one function for every kind, its op a constant, was not
+# inlined and cost more than row's loop); row's errors raised out of line by _bad.
+cdef enum:
+    BAD_STR, BAD_INT, BAD_RANGE, BAD_BOOL, BAD_BYTES, BAD_FLOAT
+
+
+cdef int _bad(PacketColumns self, Py_ssize_t c, int what) except -1:
+    """Raise the error row raises for column ``c``'s value."""
+    name = self.row_names[c]
+    if what == BAD_STR:
+        raise TypeError(f"{name}: not a str")
+    if what == BAD_INT:
+        raise TypeError(f"{name}: not an int")
+    if what == BAD_RANGE:
+        raise OverflowError(f"{name}: out of range")
+    if what == BAD_BOOL:
+        raise TypeError(f"{name}: not a bool")
+    if what == BAD_BYTES:
+        raise TypeError(f"{name}: not bytes")
+    raise TypeError(f"{name}: not a float")
+
+
+cdef inline int _m_str(PacketColumns self, Py_ssize_t c, Py_ssize_t i, Py_ssize_t byte,
+                       uint8_t bit, PyObject* x) except -1:
+    cdef Col* col = &self.cols[c]
+    cdef Py_ssize_t size
+    cdef const char* p
+    if x == NULL or x == Py_None:
+        col.nulls += 1
+        col.offs[i + 1] = <int32_t>col.used
+        return 0
+    if type(<object>x) is not str:
+        return _bad(self, c, BAD_STR)
+    col.valid[byte] |= bit
+    p = utf8(<object>x, &size)
+    _append(col, p, size)
+    col.offs[i + 1] = <int32_t>col.used
+    return 0
+
+
+cdef inline int _m_bin(PacketColumns self, Py_ssize_t c, Py_ssize_t i, Py_ssize_t byte,
+                       uint8_t bit, PyObject* x) except -1:
+    cdef Col* col = &self.cols[c]
+    if x == NULL or x == Py_None:
+        col.nulls += 1
+        col.offs[i + 1] = <int32_t>col.used
+        return 0
+    if type(<object>x) is not bytes:
+        return _bad(self, c, BAD_BYTES)
+    col.valid[byte] |= bit
+    _append(col, PyBytes_AS_STRING(<object>x), PyBytes_GET_SIZE(<object>x))
+    col.offs[i + 1] = <int32_t>col.used
+    return 0
+
+
+cdef inline int _m_bool(PacketColumns self, Py_ssize_t c, Py_ssize_t byte, uint8_t bit,
+                        PyObject* x) except -1:
+    cdef Col* col = &self.cols[c]
+    if x == NULL or x == Py_None:
+        col.nulls += 1
+        return 0
+    if x == Py_True:
+        col.values[byte] |= bit
+    elif x != Py_False:
+        return _bad(self, c, BAD_BOOL)
+    col.valid[byte] |= bit
+    return 0
+
+
+cdef inline int _m_f64(PacketColumns self, Py_ssize_t c, Py_ssize_t i, Py_ssize_t byte,
+                       uint8_t bit, PyObject* x) except -1:
+    cdef Col* col = &self.cols[c]
+    if x == NULL or x == Py_None:
+        col.nulls += 1
+        (<int64_t*>col.values)[i] = 0
+        return 0
+    if type(<object>x) is not float:
+        return _bad(self, c, BAD_FLOAT)
+    col.valid[byte] |= bit
+    (<double*>col.values)[i] = PyFloat_AS_DOUBLE(<object>x)
+    return 0
+
+
+cdef inline int _m_int(PacketColumns self, Py_ssize_t c, PyObject* x, long long* y) except -1:
+    """1 with ``y`` set for an int column's value, 0 for None (null); row's errors."""
+    cdef int overflow = 0
+    if x == NULL or x == Py_None:
+        return 0
+    if type(<object>x) is not int:
+        return _bad(self, c, BAD_INT)
+    y[0] = long_value(<object>x, &overflow)
+    if overflow:
+        return _bad(self, c, BAD_RANGE)
+    return 1
+
+
+cdef inline int _m_i64(PacketColumns self, Py_ssize_t c, Py_ssize_t i, Py_ssize_t byte,
+                       uint8_t bit, PyObject* x, bint ts) except -1:
+    cdef Col* col = &self.cols[c]
+    cdef long long y = 0
+    if not _m_int(self, c, x, &y):
+        col.nulls += 1
+        (<int64_t*>col.values)[i] = 0
+        return 0
+    col.valid[byte] |= bit
+    # A time: nanoseconds to microseconds, rounded down as Python's // does.
+    (<int64_t*>col.values)[i] = y // 1000 if ts else y
+    return 0
+
+
+cdef inline int _m_i32(PacketColumns self, Py_ssize_t c, Py_ssize_t i, Py_ssize_t byte,
+                       uint8_t bit, PyObject* x) except -1:
+    cdef Col* col = &self.cols[c]
+    cdef long long y = 0
+    if not _m_int(self, c, x, &y):
+        col.nulls += 1
+        (<int32_t*>col.values)[i] = 0
+        return 0
+    if y < -2147483648 or y > 2147483647:
+        return _bad(self, c, BAD_RANGE)
+    col.valid[byte] |= bit
+    (<int32_t*>col.values)[i] = <int32_t>y
+    return 0
+
+
+cdef inline int _m_i8(PacketColumns self, Py_ssize_t c, Py_ssize_t i, Py_ssize_t byte,
+                      uint8_t bit, PyObject* x) except -1:
+    cdef Col* col = &self.cols[c]
+    cdef long long y = 0
+    if not _m_int(self, c, x, &y):
+        col.nulls += 1
+        (<int8_t*>col.values)[i] = 0
+        return 0
+    if y < -128 or y > 127:
+        return _bad(self, c, BAD_RANGE)
+    col.valid[byte] |= bit
+    (<int8_t*>col.values)[i] = <int8_t>y
     return 0
 
 
@@ -184,6 +420,13 @@ cdef class PacketColumns:
             memset(self.slots, 0, sizeof(Ctx) * CTX_SLOTS)  # gen 0: no context
             self.last = self.slots
             self.gen = 1
+        # (Kinds as bytes, as DIRECT_LAYOUT has them: a spec may give a bytearray.)
+        self.fixed = self.ctx is not None and tuple(
+            [(spec[0], bytes(spec[1]), spec[2]) if len(spec) == 3 else spec
+             for spec in own]) == DIRECT_LAYOUT
+        self.message_layout = self.ctx is None and len(own) == len(MESSAGE_KINDS) and all(
+            [len(spec) == 4 and spec[2] == AS_FIELD and spec[3] == c
+             and bytes(spec[1]) == MESSAGE_KINDS[c:c + 1] for c, spec in enumerate(own)])
         columns = own
         self.ncols = len(columns)
         self.cols = <Col*>PyMem_Realloc(NULL, sizeof(Col) * max(self.ncols, 1))
@@ -389,6 +632,132 @@ cdef class PacketColumns:
         self.n = i + 1
         return 0
 
+    cdef int _message_row(self, PyObject** v) except -1:
+        """:meth:`row` for the messages layout (``message_layout``: column ``c`` is the
+        value ``v[c]``, of kind MESSAGE_KINDS[c]), each column written by its op's
+        code alone: the same buffers, the same errors in the same order."""
+        cdef Py_ssize_t i = self.n
+        cdef Py_ssize_t byte = i >> 3
+        cdef uint8_t bit = 1 << (i & 7)
+        if i == self.cap:
+            self._room(2 * self.cap)
+        if v[F_KIND] == <PyObject*>_PACKET or _is_str(v[F_KIND], "packet"):
+            self.packets += 1  # (as row counts them, whatever the columns)
+        _m_str(self, 0, i, byte, bit, v[0])  # capture
+        _m_str(self, 1, i, byte, bit, v[1])  # connection_id
+        _m_str(self, 2, i, byte, bit, v[2])  # client_id
+        _m_i8(self, 3, i, byte, bit, v[3])  # protocol_version
+        _m_str(self, 4, i, byte, bit, v[4])  # direction
+        _m_i64(self, 5, i, byte, bit, v[5], True)  # ts
+        _m_i64(self, 6, i, byte, bit, v[6], False)  # frame
+        _m_i64(self, 7, i, byte, bit, v[7], False)  # stream_offset
+        _m_str(self, 8, i, byte, bit, v[8])  # topic
+        _m_bool(self, 9, byte, bit, v[9])  # topic_from_alias
+        _m_i8(self, 10, i, byte, bit, v[10])  # qos
+        _m_bool(self, 11, byte, bit, v[11])  # retain
+        _m_bool(self, 12, byte, bit, v[12])  # dup
+        _m_i32(self, 13, i, byte, bit, v[13])  # packet_id
+        _m_i64(self, 14, i, byte, bit, v[14], False)  # payload_length
+        _m_bin(self, 15, i, byte, bit, v[15])  # payload
+        _m_str(self, 16, i, byte, bit, v[16])  # status
+        _m_i32(self, 17, i, byte, bit, v[17])  # retransmissions
+        _m_i64(self, 18, i, byte, bit, v[18], True)  # puback_ts
+        _m_i64(self, 19, i, byte, bit, v[19], True)  # pubrec_ts
+        _m_i64(self, 20, i, byte, bit, v[20], True)  # pubrel_ts
+        _m_i64(self, 21, i, byte, bit, v[21], True)  # pubcomp_ts
+        _m_i32(self, 22, i, byte, bit, v[22])  # ack_reason_code
+        _m_i64(self, 23, i, byte, bit, v[23], True)  # completed_ts
+        _m_f64(self, 24, i, byte, bit, v[24])  # latency_ms
+        self.n = i + 1
+        return 0
+
+    cdef int _direct_row(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
+                         long long offset, Py_ssize_t length, Py_ssize_t cut) except -1:
+        """Append the row of a packet that the compiled loop read itself (FastReader.
+        _direct): ``q``, its bytes, read into ``r``; ``frame``, ``offset``, ``length``
+        its record's values; ``cut`` the size of its payload value (a PUBLISH's), -1
+        for none.  The same row as :meth:`row` writes from the record's fields ``v``
+        (which the context columns and the time are still read from), written from those
+        C values into the packets layout (``fixed``), else by :meth:`row`."""
+        cdef Py_ssize_t i = self.n
+        cdef Py_ssize_t byte = i >> 3
+        cdef uint8_t bit = 1 << (i & 7)
+        cdef Col* c = self.cols
+        cdef Ctx* e
+        cdef PyObject* ts = v[F_TS]
+        cdef int overflow = 0
+        cdef long long t
+        if not self.fixed or ts == NULL:
+            return self.row(v)
+        if ts != Py_None and ts != <PyObject*>self.ts_obj:
+            # A frame's packets share their time: converted once (the object kept, so
+            # that its address is never a later one's).
+            if type(<object>ts) is not int:
+                return self.row(v)  # (its error)
+            t = long_value(<object>ts, &overflow)
+            if overflow:
+                return self.row(v)  # (its error)
+            self.ts_obj = <object>ts
+            self.ts_val = t
+        if i == self.cap:
+            self._room(2 * self.cap)
+        self.packets += 1
+        e = self.last  # mostly the context of the row before
+        self.ctx_index[i] = (e.index if e.gen == self.gen and _same(e.key, v)
+                             else self._context(v))
+        if ts == Py_None:
+            _null_i64(&c[DL_TS], i)
+            _null_i64(&c[DL_TS_NS], i)
+        else:
+            # Nanoseconds to microseconds, rounded down as Python's // does.
+            _put_i64(&c[DL_TS], i, byte, bit, self.ts_val // 1000)
+            _put_i64(&c[DL_TS_NS], i, byte, bit, self.ts_val)
+        _put_i64(&c[DL_FRAME], i, byte, bit, frame)
+        _put_i64(&c[DL_OFFSET], i, byte, bit, offset)
+        _put_i64(&c[DL_LENGTH], i, byte, bit, length)
+        _put_i8(&c[DL_FLAGS], i, byte, bit, q[0] & 0x0F)
+        if r.ptype == 3:  # PUBLISH
+            _put_bytes(&c[DL_PTYPE], i, byte, bit, "PUBLISH", 7)
+            _put_bool(&c[DL_DUP], byte, bit, False)
+            _put_i8(&c[DL_QOS], i, byte, bit, <int8_t>r.qos)
+            _put_bool(&c[DL_RETAIN], byte, bit, r.retain)
+            if r.packet_id:
+                _put_i32(&c[DL_PID], i, byte, bit, r.packet_id)
+            else:
+                _null_i32(&c[DL_PID], i)
+            _put_bytes(&c[DL_TOPIC], i, byte, bit, <const char*>q + r.topic, r.topic_size)
+            _put_i64(&c[DL_PAYLOAD_LENGTH], i, byte, bit, r.payload_size)
+            if cut >= 0:
+                _put_bytes(&c[DL_PAYLOAD], i, byte, bit, <const char*>q + r.payload, cut)
+            else:
+                _null_bytes(&c[DL_PAYLOAD], i)
+            _null_i32(&c[DL_CODE], i)
+        else:  # PUBACK
+            _put_bytes(&c[DL_PTYPE], i, byte, bit, "PUBACK", 6)
+            c[DL_DUP].nulls += 1
+            _null_i8(&c[DL_QOS], i)
+            c[DL_RETAIN].nulls += 1
+            _put_i32(&c[DL_PID], i, byte, bit, r.packet_id)
+            _null_bytes(&c[DL_TOPIC], i)
+            _null_i64(&c[DL_PAYLOAD_LENGTH], i)
+            _null_bytes(&c[DL_PAYLOAD], i)
+            _put_i32(&c[DL_CODE], i, byte, bit, r.code)
+        _put_bool(&c[DL_ALIAS], byte, bit, False)  # a packet's: False, not null
+        # topic_filters and reason_codes (None): nothing, as row leaves an "o" column.
+        _null_bytes(&c[DL_PROPS], i)
+        _null_bytes(&c[DL_ERROR], i)
+        _null_i64(&c[DL_ERROR_OFFSET], i)
+        self.n = i + 1
+        return 0
+
+    cdef bint take_direct(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
+                          long long offset, Py_ssize_t length, Py_ssize_t cut) except -1:
+        """:meth:`take_row` of a packet that the compiled loop read itself
+        (:meth:`_direct_row`'s arguments)."""
+        self.fast += 1
+        self._direct_row(v, q, r, frame, offset, length, cut)
+        return self.tables is None or self.take(self.deriver, self.tables, v)
+
     cdef int fast_record(self, PyObject** v) except -1:
         """A record of the compiled loop, never made as a Record unless the derived
         tables need it."""
@@ -426,6 +795,25 @@ cdef class PacketColumns:
             self.row(v)
         if self.tables is not None and not self.take(self.deriver, self.tables, v):
             self.tables.add(rec)
+
+    def append(self, values):
+        """Append a row of ``values`` (a sequence, one value per column index: the
+        columns of (name, kind, 0, index) specs) as the derived tables' compiled code
+        does through :func:`row_capsule`'s function (for checks of that path)."""
+        cdef PyObject* v[64]
+        cdef Py_ssize_t k
+        values = tuple(values)
+        if len(values) > 64:
+            raise ValueError("at most 64 values")
+        for k in range(64):
+            v[k] = <PyObject*>values[k] if k < len(values) else NULL
+        _row(self, v)
+
+    @property
+    def direct_layout(self):
+        """Whether the columns are the packets table's layout (DIRECT_LAYOUT), which the
+        compiled loop's directly read packets are written into from C values."""
+        return self.fixed
 
     @property
     def contexts(self):
@@ -570,11 +958,17 @@ cdef tuple _taken(Col* t, Py_ssize_t m, const int32_t* idx, Py_ssize_t n):
 
 cdef inline bint _is_str(PyObject* value, str text) noexcept:
     """Whether ``value`` is the str ``text`` (the same object, or an equal str)."""
-    return value == <PyObject*>text or (value != NULL and type(<object>value) is str
-                                        and <str>value == text)
+    # (Lengths first: a messages row's first value, the capture's name, is tested
+    # every row, and the comparison's call cost about 80 instructions.)
+    return value == <PyObject*>text or (
+        value != NULL and type(<object>value) is str
+        and PyUnicode_GET_LENGTH(<object>value) == PyUnicode_GET_LENGTH(text)
+        and <str>value == text)
 
 
 cdef int _row(object columns, PyObject** v) except -1:
+    if (<PacketColumns>columns).message_layout:
+        return (<PacketColumns>columns)._message_row(v)
     return (<PacketColumns>columns).row(v)
 
 

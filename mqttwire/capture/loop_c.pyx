@@ -786,7 +786,8 @@ cdef class FastReader:
         cdef _Decoder dec
         cdef object conn, frame, packet, offset_obj, length_obj, flags, qos_obj
         cdef object pid_obj, topic, payload_length, cut, code_obj
-        cdef long long level
+        cdef long long level, frame_no = self.index
+        cdef Py_ssize_t cut_size = -1
         decoder = <object>_get(direction, D_DEC)
         if first == count or type(decoder) is not _Decoder:
             return first
@@ -806,7 +807,7 @@ cdef class FastReader:
                 return first
             limit = min(self.payload_limit, <object>PY_SSIZE_T_MAX)
         conn = self._context(direction, v)
-        frame = self.index
+        frame = frame_no
         v[F_FRAME] = <PyObject*>frame
         v[F_TOPIC_FROM_ALIAS] = Py_False
         v[F_TOPIC_FILTERS] = v[F_REASON_CODES] = v[F_PROPERTIES] = Py_None
@@ -822,8 +823,9 @@ cdef class FastReader:
                 topic = cached_topic(self.topics, TOPIC_BITS, q + r.topic, r.topic_size)
                 qos_obj = PyLong_FromLong(r.qos)
                 payload_length = PyLong_FromSsize_t(r.payload_size)
+                cut_size = -1 if limit < 0 else min(limit, r.payload_size)
                 cut = None if limit < 0 else PyBytes_FromStringAndSize(
-                    <const char*>q + r.payload, min(limit, r.payload_size))
+                    <const char*>q + r.payload, cut_size)
                 v[F_QOS] = <PyObject*>qos_obj
                 v[F_RETAIN] = Py_True if r.retain else Py_False
                 v[F_TOPIC] = <PyObject*>topic
@@ -832,6 +834,7 @@ cdef class FastReader:
                 v[F_DUP] = Py_False
                 v[F_REASON_CODE] = Py_None
             else:
+                cut_size = -1
                 code_obj = PyLong_FromLong(r.code)
                 v[F_QOS] = v[F_RETAIN] = v[F_DUP] = v[F_TOPIC] = Py_None
                 v[F_PAYLOAD_LENGTH] = v[F_PAYLOAD] = Py_None
@@ -848,7 +851,9 @@ cdef class FastReader:
             self.direct += 1
             if PyList_GET_SIZE(self.out):
                 self._drain()
-            if not self.sink.take_row(v):
+            # The packets row from these C values, the derived tables from v.
+            if not self.sink.take_direct(v, q, &r, frame_no, self.fr_start[i],
+                                         self.fr_size[i], cut_size):
                 # The derived tables need its Record: with the packet, as the decoder
                 # makes it.
                 packet = CODEC.decode(PyBytes_FromStringAndSize(

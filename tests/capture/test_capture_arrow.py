@@ -324,3 +324,62 @@ def test_context_values_made_and_freed_row_by_row() -> None:
         "kind", "connection_id", "direction", "src_port", "client_id", "protocol_version")])
     assert list(got) == [expected(b, i) for b in range(3) for i in range(600)]
     assert set(table["capture"].to_pylist()) == {"cap"}
+
+
+def _message_values(k: int) -> list[Any]:
+    """Row ``k`` of the messages columns' values: edge values of each kind in turn (None,
+    non-ASCII text, ints at and near the ends of their ranges, negative times, a large
+    payload), as CaptureTables' and the compiled derived tables' rows may hold them."""
+    text = [None, "", "c", "client-é", "日本語/トピック", "x" * 300][k % 6]
+    small = [None, 0, 1, -1, 127, -128, 5][k % 7]
+    i32 = [None, 0, 65535, 2**31 - 1, -(2**31), 7][k % 6]
+    i64 = [None, 0, 2**62, 2**63 - 1, -(2**63), 1 << 40, 3][k % 7]
+    ts = [None, 1_700_000_000_123_456_789, -1, -1001, 0, 999, 2**63 - 1][k % 7]
+    flag = [None, True, False][k % 3]
+    payload = [None, b"", b"\x00\xff", b"p" * 5000][k % 4]
+    latency = [None, 0.0, -1.5, 1e300][k % 4]
+    return [text, text, text, small, text, ts, i64, i64, text, flag, small, flag, flag, i32,
+            i64, payload, text, i32, ts, ts, ts, ts, i32, ts, latency]
+
+
+def _message_columns(extra: bool) -> Any:
+    from mqttwire.capture import arrow_c
+    from mqttwire.spark import columnar
+
+    spec = columnar._message_spec()
+    if extra:  # one more column: not the messages layout, every row by PacketColumns.row
+        spec.append(("extra", b"l", 0, len(spec)))
+    return arrow_c.PacketColumns(spec)
+
+
+@pytest.mark.c_extension
+def test_messages_rows_of_their_layout_as_row_writes_them() -> None:
+    """The messages table's columns, which the derived tables' compiled code fills (each
+    column written by its kind's code alone), hold the same buffers as the same columns
+    written by PacketColumns.row, over edge values and more than one batch."""
+    fixed, general = _message_columns(False), _message_columns(True)
+    assert fixed.message_layout and not general.message_layout
+    for batch in (3000, 7):  # the first past the columns' first room (1024 rows)
+        for k in range(batch):
+            fixed.append(_message_values(k))
+            general.append(_message_values(k) + [None])
+        assert fixed.take_buffers() == general.take_buffers()[:-1]
+
+
+@pytest.mark.c_extension
+@pytest.mark.parametrize("column, value", [
+    (3, 128), (3, -129), (10, True), (13, 2**31), (6, 2**63), (6, -(2**63) - 1),
+    (5, 2**64), (6, 1.0), (0, b"c"), (8, 3), (15, "p"), (9, 1), (24, 1),
+    (4, type("S", (str,), {})("c")),  # a str subclass: not a str there
+])
+def test_messages_rows_refuse_what_row_refuses(column: int, value: Any) -> None:
+    """A value that PacketColumns.row refuses in a messages column raises the same error,
+    naming the same column, in the messages layout."""
+    errors = []
+    for columns in (_message_columns(False), _message_columns(True)):
+        values = _message_values(1) + [None]
+        values[column] = value
+        with pytest.raises((TypeError, OverflowError)) as info:
+            columns.append(values)
+        errors.append((type(info.value), str(info.value)))
+    assert errors[0] == errors[1]

@@ -17,7 +17,7 @@ import pytest
 from capture_helpers import T0, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loop_checks import check_decoded, cython_codec
+from loop_checks import check_decoded, cython_codec, reference_packets_table
 
 from mqttwire.capture.writers import Frame, TcpFlow
 from mqttwire.spark.connection_shares import Share
@@ -221,3 +221,67 @@ def test_the_direct_reading_takes_the_common_packets() -> None:
         # 10 + 5 + 2 (before the cut) + 7 (after the packet the cut completes)
         assert columnar.last_counts.direct == 24, version
         assert columnar.last_counts.fast == 25
+
+
+def test_the_direct_rows_layout_is_the_packets_table_s() -> None:
+    """The packets columns that the compiled loop's directly read packets are written into
+    from C values (arrow_c.DIRECT_LAYOUT) are the packets table's own columns: the sink
+    of PACKETS writes them so, and one of another layout writes every row by
+    PacketColumns.row."""
+    from mqttwire.capture import arrow_c
+    from mqttwire.capture.arrow import column_spec, sink
+    from mqttwire.spark.schema import ERRORS, PACKETS
+
+    shared = {"capture", "kind", "connection_id", "direction", "transport", "src_ip",
+              "src_port", "dst_ip", "dst_port", "client_id", "protocol_version",
+              "version_source"}
+    assert tuple(s for s in column_spec(PACKETS) if s[0] not in shared) == (
+        arrow_c.DIRECT_LAYOUT)
+    assert sink(PACKETS).direct_layout
+    assert not sink(ERRORS).direct_layout
+
+
+@pytest.mark.parametrize("limit", [None, 0, 5, 1 << 20])
+def test_direct_rows_over_batches(monkeypatch: pytest.MonkeyPatch, limit: int | None) -> None:
+    """Many packets read directly (PUBLISH of QoS 0 and 1, retained or not, topics and
+    payloads of several sizes, PUBACKs with and without a reason code), several to a
+    frame and over many batches of the packets table (their rows written from C values):
+    the tables are the reference's, for decode_capture and for packets_table."""
+    from mqttwire.capture import read_capture
+    from mqttwire.capture.arrow import packets_table
+    from mqttwire.spark import columnar, decoding
+
+    monkeypatch.setattr(decoding, "BATCH_ROWS", 700)
+    mw = cython_codec()
+    frames: list[Frame] = []
+    expected_direct = 0
+    for n, version in enumerate((3, 4, 5)):
+        flow = TcpFlow((f"10.5.0.{n + 1}", 45000 + n), ("10.5.0.99", 1883))
+        segs = flow.open()
+        segs += flow.send(0, mw.Connect(f"cf{n}", protocol_version=version).encode(version))
+        segs += flow.send(1, mw.ConnAck().encode(version))
+        for burst in range(60):
+            pubs, acks = [], []
+            for i in range(12):
+                qos = (burst + i) % 2
+                pid = (burst * 12 + i) % 65535 + 1
+                pubs.append(mw.Publish(f"{'t' * (1 + i % 4)}/{i}",
+                                       b"p" * ((burst + i) % 9), qos=qos,
+                                       packet_id=pid if qos else None,
+                                       retain=i % 5 == 0 and n == 0).encode(version))
+                if qos:
+                    code = (0x10, 0x80, 0)[i % 3] if version == 5 else 0
+                    acks.append(mw.PubAck(pid, reason_code=code).encode(version))
+            segs += flow.send(0, b"".join(pubs), sizes=[1 << 16])
+            segs += flow.send(1, b"".join(acks), sizes=[1 << 16])
+            expected_direct += len(pubs) + len(acks)
+        segs += flow.send(0, mw.Disconnect().encode(version))
+        segs += flow.close()
+        frames += [Frame(T0 + (len(frames) + i) * 1000, flow.ip(s)) for i, s in enumerate(segs)]
+    raw = write(frames)
+    check_decoded(raw, None, "b.pcap", [1883], limit, None)
+    assert columnar.last_counts.direct == expected_direct
+    table = packets_table(io.BytesIO(raw), name="b.pcap", codec=mw, payload_limit=limit)
+    records = list(read_capture(io.BytesIO(raw), name="b.pcap", codec=mw,
+                                payload_limit=limit))
+    assert table.equals(reference_packets_table(records))
