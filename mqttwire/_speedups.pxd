@@ -14,7 +14,7 @@
 # it for its callers' constant arguments (a decode runs 3 to 7 instructions more, an
 # encode none: benchmarks/history/codec.md, "Refactor: the include files' shared names").
 
-from cpython.object cimport PyTypeObject
+from cpython.object cimport PyObject, PyTypeObject
 
 
 # ---------------------------------------------------------------------------------------
@@ -80,6 +80,10 @@ cdef int _fill_values(object props, bytes block) except -1
 cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
                              int ptype)
 cdef int _materialize(object props) except -1
+cdef object _reusable_block(object props, int ptype)
+cdef int _keep_block(object props, const unsigned char* data, Py_ssize_t n,
+                     int ptype) except -1
+cdef PyObject* _kept_block(object props, int ptype) noexcept
 
 
 # ---------------------------------------------------------------------------------------
