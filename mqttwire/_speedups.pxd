@@ -163,8 +163,13 @@ cdef object _NS  # the classes the shared Python decoders build packets with
 
 cdef object _encode_connect(Connect pkt)
 cdef object _encode_subscribe(Subscribe pkt, object version_obj)
-cdef object _encode_publish(Publish pkt, object version_obj)
+cdef object _encode_publish_any(Publish pkt, object version_obj)
 cdef object _encode_ack(_Ack pkt, object version_obj)
+
+# _codec/encode_method_c.pxi: PUBLISH's encoder (the common packet in C, the rest to
+# _encode_publish_any).
+
+cdef object _encode_publish(Publish pkt, object version_obj)
 
 
 # ---------------------------------------------------------------------------------------

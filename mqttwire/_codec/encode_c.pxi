@@ -602,7 +602,7 @@ cdef bytes _frame(unsigned char b0, _Out* body):
     return result
 
 
-cdef object _encode_publish(Publish pkt, object version_obj):
+cdef object _encode_publish_any(Publish pkt, object version_obj):
     cdef int version = _check_version(version_obj)
     cdef object qos_obj = pkt.qos
     cdef object topic = pkt.topic
