@@ -91,6 +91,10 @@ cdef PyObject* _kept_block(object props, int ptype) noexcept
 # a field is added here, its __init__ and methods there).  The decorators (final,
 # freelist, no_gc) are on the definitions.
 
+# Where a class's instances hold a field (encode_method_c.pxi reads the acknowledgements'
+# fields at their offsets).
+cdef Py_ssize_t _field_offset(type cls, str name) except -1
+
 cdef class _PacketBase:
     pass
 

@@ -72,6 +72,71 @@ cdef extern from *:
             return 0;                                                                      \\
         }
 
+    /* The acknowledgements' common packet (reason code 0, no properties, a one-digit
+       packet id, the version one of the small ints 3, 4, 5) written here, the fields
+       read at their offsets in the instance: no Cython frame, no reference taken.
+       Anything else goes to _encode_ack (mqttwire_ack_any), which handles it or hands
+       it to the reference encoder. */
+    static Py_ssize_t mqttwire_ack_pid_at, mqttwire_ack_code_at, mqttwire_ack_props_at;
+    static PyObject *mqttwire_encode_three, *mqttwire_encode_four;
+    static PyObject *(*mqttwire_ack_any)(PyObject *, PyObject *);
+
+    MQTTWIRE_ALWAYS_INLINE long long mqttwire_digit(PyObject *v) {
+        /* an int of one digit (below 2**30) and not negative, else -1 */
+        if (Py_TYPE(v) != &PyLong_Type) return -1;
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (!PyUnstable_Long_IsCompact((PyLongObject *)v)) return -1;
+        return (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+    #else
+        if (Py_SIZE(v) == 1) return (long long)((PyLongObject *)v)->ob_digit[0];
+        return Py_SIZE(v) == 0 ? 0 : -1;
+    #endif
+    }
+
+    MQTTWIRE_ALWAYS_INLINE PyObject *mqttwire_ack_encode(PyObject *self, PyObject *version,
+                                                         unsigned int first) {
+        char *base = (char *)self;
+        long long pid = mqttwire_digit(*(PyObject **)(base + mqttwire_ack_pid_at));
+        PyObject *code = *(PyObject **)(base + mqttwire_ack_code_at);
+        PyObject *result;
+        if (pid <= 0 || pid > 0xFFFF || mqttwire_digit(code) != 0
+                || *(PyObject **)(base + mqttwire_ack_props_at) != Py_None
+                || (version != mqttwire_encode_five && version != mqttwire_encode_four
+                    && version != mqttwire_encode_three))
+            return mqttwire_ack_any(self, version);
+        result = mqttwire_bytes_new(4);
+        if (result != NULL) {
+            unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
+            out[0] = (unsigned char)first;
+            out[1] = 2;
+            out[2] = (unsigned char)(pid >> 8);
+            out[3] = (unsigned char)(pid & 0xFF);
+        }
+        return result;
+    }
+    static PyObject *mqttwire_puback_c(PyObject *self, PyObject *version) {
+        return mqttwire_ack_encode(self, version, 0x40);
+    }
+    static PyObject *mqttwire_pubrec_c(PyObject *self, PyObject *version) {
+        return mqttwire_ack_encode(self, version, 0x50);
+    }
+    static PyObject *mqttwire_pubrel_c(PyObject *self, PyObject *version) {
+        return mqttwire_ack_encode(self, version, 0x62);  /* flags 0010 [MQTT-3.6.1-1] */
+    }
+    static PyObject *mqttwire_pubcomp_c(PyObject *self, PyObject *version) {
+        return mqttwire_ack_encode(self, version, 0x70);
+    }
+    static int mqttwire_ack_prepare(void *any, Py_ssize_t pid_at, Py_ssize_t code_at,
+                                    Py_ssize_t props_at) {
+        mqttwire_ack_any = (PyObject *(*)(PyObject *, PyObject *))any;
+        mqttwire_ack_pid_at = pid_at;
+        mqttwire_ack_code_at = code_at;
+        mqttwire_ack_props_at = props_at;
+        mqttwire_encode_three = PyLong_FromLong(3);  /* kept for the module's life */
+        mqttwire_encode_four = PyLong_FromLong(4);
+        return mqttwire_encode_three == NULL || mqttwire_encode_four == NULL ? -1 : 0;
+    }
+
     /* one per class: the method descriptor's check is of the exact class, and the C
        function has no other way to know its encoder */
     MQTTWIRE_ENCODE_METHOD(puback)
@@ -89,6 +154,12 @@ cdef extern from *:
     int _install_publish "mqttwire_publish_install"(PyTypeObject* t, void* f) except -1
     int _install_subscribe "mqttwire_subscribe_install"(PyTypeObject* t, void* f) except -1
     int _install_connect "mqttwire_connect_install"(PyTypeObject* t, void* f) except -1
+    int _ack_prepare "mqttwire_ack_prepare"(void* any, Py_ssize_t pid_at, Py_ssize_t code_at,
+                                            Py_ssize_t props_at) except -1
+    void* _puback_c "mqttwire_puback_c"
+    void* _pubrec_c "mqttwire_pubrec_c"
+    void* _pubrel_c "mqttwire_pubrel_c"
+    void* _pubcomp_c "mqttwire_pubcomp_c"
 
 
 # PUBLISH's encoder, in C for the common packet: its C code uses the output helpers of
@@ -187,10 +258,12 @@ cdef object _encode_connect_call(Connect pkt, object version):
     return _encode_connect(pkt)  # encode()'s version is ignored: the packet has its own
 
 
-_install_puback(<PyTypeObject*>PubAck, <void*>_encode_ack)
-_install_pubrec(<PyTypeObject*>PubRec, <void*>_encode_ack)
-_install_pubrel(<PyTypeObject*>PubRel, <void*>_encode_ack)
-_install_pubcomp(<PyTypeObject*>PubComp, <void*>_encode_ack)
+_ack_prepare(<void*>_encode_ack, _field_offset(PubAck, "packet_id"),
+             _field_offset(PubAck, "reason_code"), _field_offset(PubAck, "properties"))
+_install_puback(<PyTypeObject*>PubAck, _puback_c)
+_install_pubrec(<PyTypeObject*>PubRec, _pubrec_c)
+_install_pubrel(<PyTypeObject*>PubRel, _pubrel_c)
+_install_pubcomp(<PyTypeObject*>PubComp, _pubcomp_c)
 _install_publish(<PyTypeObject*>Publish, <void*>_encode_publish)
 _install_subscribe(<PyTypeObject*>Subscribe, <void*>_encode_subscribe)
 _install_connect(<PyTypeObject*>Connect, <void*>_encode_connect_call)
