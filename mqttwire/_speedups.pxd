@@ -14,7 +14,7 @@
 # it for its callers' constant arguments (a decode runs 3 to 7 instructions more, an
 # encode none: benchmarks/history/codec.md, "Refactor: the include files' shared names").
 
-from cpython.object cimport PyTypeObject
+from cpython.object cimport PyObject, PyTypeObject
 
 
 # ---------------------------------------------------------------------------------------
@@ -80,12 +80,20 @@ cdef int _fill_values(object props, bytes block) except -1
 cdef object _fast_properties(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end,
                              int ptype)
 cdef int _materialize(object props) except -1
+cdef object _reusable_block(object props, int ptype)
+cdef int _keep_block(object props, const unsigned char* data, Py_ssize_t n,
+                     int ptype) except -1
+cdef PyObject* _kept_block(object props, int ptype) noexcept
 
 
 # ---------------------------------------------------------------------------------------
 # _codec/packets_c.pxi: the packet classes and their C fields (the struct of each class:
 # a field is added here, its __init__ and methods there).  The decorators (final,
 # freelist, no_gc) are on the definitions.
+
+# Where a class's instances hold a field (encode_method_c.pxi reads the acknowledgements'
+# fields at their offsets).
+cdef Py_ssize_t _field_offset(type cls, str name) except -1
 
 cdef class _PacketBase:
     pass
@@ -159,8 +167,13 @@ cdef object _NS  # the classes the shared Python decoders build packets with
 
 cdef object _encode_connect(Connect pkt)
 cdef object _encode_subscribe(Subscribe pkt, object version_obj)
-cdef object _encode_publish(Publish pkt, object version_obj)
+cdef object _encode_publish_any(Publish pkt, object version_obj)
 cdef object _encode_ack(_Ack pkt, object version_obj)
+
+# _codec/encode_method_c.pxi: PUBLISH's encoder (the common packet in C, the rest to
+# _encode_publish_any).
+
+cdef object _encode_publish(Publish pkt, object version_obj)
 
 
 # ---------------------------------------------------------------------------------------

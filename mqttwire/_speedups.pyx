@@ -35,6 +35,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.object cimport PyObject, PyObject_GenericGetAttr, PyTypeObject, Py_TYPE
 from cpython.long cimport PyLong_AsSsize_t
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_FromOrdinal
 from libc.stdlib cimport free, malloc, realloc

@@ -82,9 +82,37 @@ cdef extern from *:
         return 0;
     }
 
+    /* memcpy for the short fields of a packet (a client id, a topic, a property block)
+       without the call: up to 16 bytes in two overlapping loads and stores */
+    MQTTWIRE_ALWAYS_INLINE void mqttwire_copy(unsigned char *d, const void *src, Py_ssize_t n) {
+        const unsigned char *s = (const unsigned char *)src;
+        if (n > 16) {
+            memcpy(d, s, (size_t)n);
+        } else if (n >= 8) {
+            uint64_t a, b;
+            memcpy(&a, s, 8); memcpy(&b, s + n - 8, 8);
+            memcpy(d, &a, 8); memcpy(d + n - 8, &b, 8);
+        } else if (n >= 4) {
+            uint32_t a, b;
+            memcpy(&a, s, 4); memcpy(&b, s + n - 4, 4);
+            memcpy(d, &a, 4); memcpy(d + n - 4, &b, 4);
+        } else if (n > 0) {  /* 1 to 3 bytes: 0, n / 2 and n - 1 cover them */
+            unsigned char a = s[0], b = s[n / 2], c = s[n - 1];
+            d[0] = a; d[n / 2] = b; d[n - 1] = c;
+        }
+    }
+
     MQTTWIRE_ALWAYS_INLINE int mqttwire_put(mqttwire_out *o, const void *data, Py_ssize_t n) {
         if (o->n + n > o->cap && mqttwire_out_grow(o, n) < 0) return -1;
         memcpy(o->p + o->n, data, n);
+        o->n += n;
+        return 0;
+    }
+
+    /* the same for a field's bytes, short as a rule */
+    MQTTWIRE_ALWAYS_INLINE int mqttwire_put_field(mqttwire_out *o, const void *data, Py_ssize_t n) {
+        if (o->n + n > o->cap && mqttwire_out_grow(o, n) < 0) return -1;
+        mqttwire_copy(o->p + o->n, data, n);
         o->n += n;
         return 0;
     }
@@ -103,6 +131,47 @@ cdef extern from *:
         o->n += 2;
         return 0;
     }
+
+    /* bytes with a length prefix: two bytes (Binary Data, ``varint`` 0), or a Variable
+       Byte Integer (a property block, ``varint`` 1); 1, or 0 when it is not bytes of
+       at most 65,535 (Binary Data) */
+    MQTTWIRE_ALWAYS_INLINE int mqttwire_put_binary(mqttwire_out *o, PyObject *data, int varint) {
+        Py_ssize_t n, v;
+        if (Py_TYPE(data) != &PyBytes_Type) return 0;
+        n = PyBytes_GET_SIZE(data);
+        if (varint) {  /* a block: shorter than a packet, so 4 bytes of length at most */
+            if (o->n + 4 > o->cap && mqttwire_out_grow(o, 4) < 0) return -1;
+            for (v = n; v >= 0x80; v >>= 7) o->p[o->n++] = (unsigned char)((v & 0x7F) | 0x80);
+            o->p[o->n++] = (unsigned char)v;
+        } else if (n > 0xFFFF) {
+            return 0;
+        } else if (mqttwire_put_u16(o, n) < 0) {
+            return -1;
+        }
+        return mqttwire_put_field(o, PyBytes_AS_STRING(data), n) < 0 ? -1 : 1;
+    }
+
+    /* No U+0000 (MQTT 5.0 §1.5.4), and for a topic name no wildcard [MQTT-3.3.2-2] */
+    MQTTWIRE_ALWAYS_INLINE int mqttwire_plain(const char *raw, Py_ssize_t n, int is_topic) {
+        return memchr(raw, 0, (size_t)n) == NULL
+            && (!is_topic || (memchr(raw, 0x2B, (size_t)n) == NULL
+                              && memchr(raw, 0x23, (size_t)n) == NULL));
+    }
+
+    /* A length-prefixed UTF-8 string from an ASCII str, read in place: 1; 0 when it is
+       not a str or not plain text (the caller lets the reference encoder decide); 2
+       when it is a str but not ASCII (the caller encodes it to UTF-8 first) */
+    MQTTWIRE_ALWAYS_INLINE int mqttwire_put_ascii(mqttwire_out *o, PyObject *text, int is_topic) {
+        Py_ssize_t n;
+        const char *raw;
+        if (Py_TYPE(text) != &PyUnicode_Type) return 0;
+        if (!PyUnicode_IS_COMPACT_ASCII(text)) return 2;
+        n = PyUnicode_GET_LENGTH(text);
+        raw = (const char *)PyUnicode_DATA(text);
+        if (n > 0xFFFF || !mqttwire_plain(raw, n, is_topic)) return 0;
+        if (mqttwire_put_u16(o, n) < 0 || mqttwire_put_field(o, raw, n) < 0) return -1;
+        return 1;
+    }
     """
     ctypedef struct _Out "mqttwire_out":
         unsigned char* p  # the stack buffer, or ``heap``
@@ -112,6 +181,9 @@ cdef extern from *:
     int _put "mqttwire_put"(_Out* o, const void* data, Py_ssize_t n) except -1
     int _put1 "mqttwire_put1"(_Out* o, unsigned char byte) except -1
     int _put_u16 "mqttwire_put_u16"(_Out* o, Py_ssize_t value) except -1
+    # Borrowed arguments: Cython takes a reference to a field it passes as an object.
+    int _put_binary "mqttwire_put_binary"(_Out* o, PyObject* data, int varint) except -1
+    int _put_ascii "mqttwire_put_ascii"(_Out* o, PyObject* text, int is_topic) except -1
 
 
 # The encoders' results: a bytes object of ``n`` bytes (1 <= n, no larger than a packet)
@@ -188,11 +260,12 @@ cdef inline bint _plain_text(const char* raw, Py_ssize_t n, bint is_topic) noexc
 cdef int _utf8_field(_Out* out, object text, bint is_topic) except -1:
     """Append a length-prefixed UTF-8 string: 1, or 0 (nothing appended, nothing to trust)
     when it is not a plain str the decoder would accept; the caller then lets the shared
-    encoder decide."""
+    encoder decide.  An ASCII str is appended in C."""
     cdef const char* raw
     cdef Py_ssize_t n
-    if type(text) is not str:
-        return 0
+    cdef int done = _put_ascii(out, <PyObject*>text, is_topic)
+    if done != 2:
+        return done
     raw = _utf8(text, &n)
     if raw == NULL or n > 0xFFFF or not _plain_text(raw, n, is_topic):
         return 0
@@ -318,7 +391,21 @@ cdef int _encode_properties(_Out* out, _Prop* items, int count, int ptype) excep
     return 1
 
 
-cdef int _append_block(_Out* out, object props, int ptype) except -1:
+cdef inline int _append_block(_Out* out, PyObject* props, int ptype) except -1:
+    """Append a v5 property block (length prefix, then properties) of a borrowed
+    Properties or None: 1, or 0 when the properties are not all well-typed and valid.
+    The block an earlier encode of this packet type kept is copied here; anything else
+    is _append_any's."""
+    cdef PyObject* kept
+    cdef PyTypeObject* cls = Py_TYPE(<object>props)
+    if cls is _DECODED or cls is _PROPERTIES:
+        kept = _kept_block(<object>props, ptype)
+        if kept != NULL:
+            return _put_binary(out, kept, 1)
+    return _append_any(out, <object>props, ptype)
+
+
+cdef int _append_any(_Out* out, object props, int ptype) except -1:
     """Append a v5 property block (length prefix, then properties): 1, or 0 when the
     properties are not all well-typed and valid (the caller then hands the packet to the
     reference encoder).  A block that the Properties holds for this packet type (decoded,
@@ -359,104 +446,6 @@ cdef int _append_block(_Out* out, object props, int ptype) except -1:
     return 1
 
 
-cdef inline int _append_raw(_Out* out, bytes raw) except -1:
-    """Append the block a decoded packet kept (_fast_block), with its length prefix: 1,
-    or 0 when there is none."""
-    cdef unsigned char prefix[4]
-    if raw is None:
-        return 0
-    _put(out, prefix, _write_varint(prefix, PyBytes_GET_SIZE(raw)))
-    _put(out, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
-    return 1
-
-
-cdef object _reusable_block(object props, int ptype):
-    """_codec.properties.wire_block in C: the block a Properties (or a _DecodedProperties) holds
-    when it may be copied into a packet of type ``ptype`` as it is, else None."""
-    cdef PyObject* slot = slot_get(props, _WIRE_SLOT)
-    cdef tuple wire
-    cdef Py_ssize_t j
-    if slot != NULL and type(<object>slot) is bytes:
-        # The bare block of a Properties built when a packet's ``properties`` was read:
-        # valid for ptype if the decoder's scan accepts it for ptype; the lists, built
-        # from it without a copy, compared with the block's own.
-        block = <bytes>slot
-        if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(block), 0,
-                                PyBytes_GET_SIZE(block), ptype):
-            return None
-        if (_list_value(props, _SUBSCRIPTION_IDS) is not None
-                or _list_value(props, _USER_PROPERTIES) is not None):
-            again = _new_properties(_PROPERTIES)
-            _fill_values(again, block)
-            if (_list_value(props, _SUBSCRIPTION_IDS) != _list_value(again, _SUBSCRIPTION_IDS)
-                    or _list_value(props, _USER_PROPERTIES)
-                    != _list_value(again, _USER_PROPERTIES)):
-                return None
-        return block
-    if slot == NULL or type(<object>slot) is not tuple:
-        return None
-    wire = <tuple>slot
-    if len(wire) < 2 or type(wire[0]) is not bytes or _uint(wire[1], 16) != ptype:
-        return None
-    if len(wire) == 2 or Py_TYPE(props) is _DECODED:
-        return wire[0]  # no list to check, or no value built yet (so none changed)
-    if len(wire) > 3:
-        # Lists changed in place since the block was taken: the block is stale.
-        for j in range(2, len(wire) - 1, 2):
-            value = _list_value(props, wire[j])
-            if value is None or value != wire[j + 1]:
-                return None
-    else:
-        # (block, kind, None): lists built from the block without a copy (a decoded
-        # block whose values were read), compared with the block's own, decoded again.
-        again = _new_properties(_PROPERTIES)
-        _fill_values(again, wire[0])
-        if (_list_value(props, _SUBSCRIPTION_IDS) != _list_value(again, _SUBSCRIPTION_IDS)
-                or _list_value(props, _USER_PROPERTIES) != _list_value(again, _USER_PROPERTIES)):
-            return None
-    return wire[0]
-
-
-cdef object _list_value(object props, object name):
-    """The value of the list property ``name`` (user_properties or
-    subscription_identifiers) of a Properties; None for any other name."""
-    cdef PyObject* value
-    if name == _USER_PROPERTIES:
-        value = slot_get(props, _PROP_OFFSET[0x26])
-    elif name == _SUBSCRIPTION_IDS:
-        value = slot_get(props, _PROP_OFFSET[0x0B])
-    else:
-        return None
-    return None if value == NULL else <object>value
-
-
-cdef tuple _list_copies(object props):
-    """(name, copy, ...) of the list values of a Properties (_codec.properties has the
-    same): what _reusable_block compares to notice a list changed in place."""
-    lists = ()
-    ids = _list_value(props, _SUBSCRIPTION_IDS)
-    if ids is not None:
-        lists = (_SUBSCRIPTION_IDS, list(ids))
-    pairs = _list_value(props, _USER_PROPERTIES)
-    if pairs is not None:
-        lists += (_USER_PROPERTIES, list(pairs))
-    return lists
-
-
-cdef int _keep_block(object props, const unsigned char* data, Py_ssize_t n,
-                     int ptype) except -1:
-    """Keep the block just written for a user-built Properties, for its next encode as
-    the same packet type.  Only values the C encoder accepted are here (int, str, bytes,
-    and lists of tuples of str or of ints): none can change in place but the lists,
-    whose copies are kept too."""
-    if Py_TYPE(props) is not _PROPERTIES:
-        return 0
-    lists = _list_copies(props)
-    slot_put(props, _WIRE_SLOT,
-              (PyBytes_FromStringAndSize(<const char*>data, n), _PTYPE_INTS[ptype]) + lists)
-    return 0
-
-
 cdef object _encode_connect(Connect pkt):
     """CONNECT (MQTT 5.0 §3.1) for well-typed, valid fields; anything else is handed to the
     shared reference.encode_connect, which raises exactly the reference's error."""
@@ -473,27 +462,37 @@ cdef object _encode_connect(Connect pkt):
     return reference.encode_connect(pkt)
 
 
+cdef inline int _text_at(_Out* out, PyObject* text, bint is_topic) except -1:
+    """_utf8_field of a borrowed field."""
+    cdef int done = _put_ascii(out, text, is_topic)
+    return _utf8_field(out, <object>text, is_topic) if done == 2 else done
+
+
 cdef int _connect_body(Connect pkt, _Out* body) except -1:
-    cdef object level = pkt.protocol_version, keep_alive = pkt.keep_alive, will = pkt.will
-    cdef object username = pkt.username, password = pkt.password
-    cdef int version = <int>_uint(level, 5), flags = 0
-    cdef long long keep = _uint(keep_alive, 0xFFFF), will_qos
+    # The fields are read borrowed: Cython took a reference to each and dropped it after
+    # (on 3.12 and 3.13 an immortality check both ways).
+    cdef PyObject* will = <PyObject*>pkt.will
+    cdef PyObject* username = <PyObject*>pkt.username
+    cdef PyObject* password = <PyObject*>pkt.password
+    cdef PyObject* none = <PyObject*>None
+    cdef int version = <int>_uint_at(<PyObject*>pkt.protocol_version, 5), flags = 0
+    cdef long long keep = _uint_at(<PyObject*>pkt.keep_alive, 0xFFFF), will_qos
     cdef Will w = None
     if version < 3 or keep < 0:
         return 0
-    if will is not None:
-        if type(will) is not Will:
+    if will != none:
+        if type(<object>will) is not Will:
             return 0
-        w = will
-        will_qos = _uint(w.qos, 2)
+        w = <Will>will
+        will_qos = _uint_at(<PyObject*>w.qos, 2)
         if will_qos < 0 or not w.topic or (version < 5 and (w._raw is not None
                                                            or w._properties)):
             return 0
         flags |= 0x04 | (<int>will_qos << 3) | (0x20 if w.retain else 0)
-    if username is not None:
+    if username != none:
         flags |= 0x80
-    if password is not None:
-        if username is None and version < 5:
+    if password != none:
+        if username == none and version < 5:
             return 0
         flags |= 0x40
     if pkt.clean_start:
@@ -509,23 +508,23 @@ cdef int _connect_body(Connect pkt, _Out* body) except -1:
     _put1(body, flags)
     _put_u16(body, keep)
     # The fields, not the properties attribute (a getter that would make the Properties
-    # of a decoded block); a decoded block is copied as it came.
-    if version == 5 and not (_append_raw(body, pkt._raw)
-                             or _append_block(body, pkt._properties, 1)):
+    # of a decoded block); a decoded block (bytes, else None) is copied as it came.
+    if version == 5 and not (_put_binary(body, <PyObject*>pkt._raw, 1)
+                             or _append_block(body, <PyObject*>pkt._properties, 1)):
         return 0
-    if not _utf8_field(body, pkt.client_id, False):
+    if not _text_at(body, <PyObject*>pkt.client_id, False):
         return 0
     if w is not None:
-        if version == 5 and not (_append_raw(body, w._raw)
-                                 or _append_block(body, w._properties, 16)):
+        if version == 5 and not (_put_binary(body, <PyObject*>w._raw, 1)
+                                 or _append_block(body, <PyObject*>w._properties, 16)):
             return 0  # 16 above: the Will Properties
-        if not _utf8_field(body, w.topic, True):  # a topic name: no wildcards, no U+0000
+        if not _text_at(body, <PyObject*>w.topic, True):  # a topic name: no wildcards, no U+0000
             return 0
-        if not _binary_field(body, w.payload):
+        if not _put_binary(body, <PyObject*>w.payload, 0):
             return 0
-    if username is not None and not _utf8_field(body, username, False):
+    if username != none and not _text_at(body, username, False):
         return 0
-    if password is not None and not _binary_field(body, password):
+    if password != none and not _put_binary(body, password, 0):
         return 0
     return 1
 
@@ -557,7 +556,7 @@ cdef int _subscribe_body(Subscribe pkt, object version_obj, _Out* body) except -
         return 0
     _put_u16(body, pid)
     if version == 5:
-        if not _append_block(body, pkt.properties, 8):
+        if not _append_block(body, <PyObject*>pkt.properties, 8):
             return 0
     elif pkt.properties:
         return 0
@@ -603,7 +602,7 @@ cdef bytes _frame(unsigned char b0, _Out* body):
     return result
 
 
-cdef object _encode_publish(Publish pkt, object version_obj):
+cdef object _encode_publish_any(Publish pkt, object version_obj):
     cdef int version = _check_version(version_obj)
     cdef object qos_obj = pkt.qos
     cdef object topic = pkt.topic

@@ -498,3 +498,107 @@ cdef inline void _set_type(object obj, PyTypeObject* cls) noexcept:
     Py_INCREF(<object>cls)
     Py_SET_TYPE(obj, cls)
     Py_DECREF(<object>old)
+
+
+# The block an encode may copy as it is, and the block an encode keeps for its next one
+# (_codec.properties.wire_block): _codec/encode_c.pxi calls these.
+
+cdef PyObject* _kept_block(object props, int ptype) noexcept:
+    """The block an earlier encode kept for packet type ``ptype`` in a Properties' _wire
+    slot, (block, ptype) with no list to compare: borrowed, or NULL for anything else,
+    which _reusable_block then reads.  A CONNECT's two blocks come this way on every
+    encode of the same packet, for a tenth of what _reusable_block takes to find them."""
+    cdef PyObject* wire = slot_get(props, _WIRE_SLOT)
+    if (wire == NULL or type(<object>wire) is not tuple
+            or PyTuple_GET_SIZE(<object>wire) != 2
+            or PyTuple_GET_ITEM(<object>wire, 1) != PyTuple_GET_ITEM(_PTYPE_INTS, ptype)):
+        return NULL
+    wire = PyTuple_GET_ITEM(<object>wire, 0)
+    return wire if type(<object>wire) is bytes else NULL
+
+
+cdef object _reusable_block(object props, int ptype):
+    """_codec.properties.wire_block in C: the block a Properties (or a _DecodedProperties) holds
+    when it may be copied into a packet of type ``ptype`` as it is, else None."""
+    cdef PyObject* slot = slot_get(props, _WIRE_SLOT)
+    cdef tuple wire
+    cdef Py_ssize_t j
+    if slot != NULL and type(<object>slot) is bytes:
+        # The bare block of a Properties built when a packet's ``properties`` was read:
+        # valid for ptype if the decoder's scan accepts it for ptype; the lists, built
+        # from it without a copy, compared with the block's own.
+        block = <bytes>slot
+        if not _scan_properties(<const unsigned char*>PyBytes_AS_STRING(block), 0,
+                                PyBytes_GET_SIZE(block), ptype):
+            return None
+        if (_list_value(props, _SUBSCRIPTION_IDS) is not None
+                or _list_value(props, _USER_PROPERTIES) is not None):
+            again = _new_properties(_PROPERTIES)
+            _fill_values(again, block)
+            if (_list_value(props, _SUBSCRIPTION_IDS) != _list_value(again, _SUBSCRIPTION_IDS)
+                    or _list_value(props, _USER_PROPERTIES)
+                    != _list_value(again, _USER_PROPERTIES)):
+                return None
+        return block
+    if slot == NULL or type(<object>slot) is not tuple:
+        return None
+    wire = <tuple>slot
+    if len(wire) < 2 or type(wire[0]) is not bytes or _uint(wire[1], 16) != ptype:
+        return None
+    if len(wire) == 2 or Py_TYPE(props) is _DECODED:
+        return wire[0]  # no list to check, or no value built yet (so none changed)
+    if len(wire) > 3:
+        # Lists changed in place since the block was taken: the block is stale.
+        for j in range(2, len(wire) - 1, 2):
+            value = _list_value(props, wire[j])
+            if value is None or value != wire[j + 1]:
+                return None
+    else:
+        # (block, kind, None): lists built from the block without a copy (a decoded
+        # block whose values were read), compared with the block's own, decoded again.
+        again = _new_properties(_PROPERTIES)
+        _fill_values(again, wire[0])
+        if (_list_value(props, _SUBSCRIPTION_IDS) != _list_value(again, _SUBSCRIPTION_IDS)
+                or _list_value(props, _USER_PROPERTIES) != _list_value(again, _USER_PROPERTIES)):
+            return None
+    return wire[0]
+
+
+cdef object _list_value(object props, object name):
+    """The value of the list property ``name`` (user_properties or
+    subscription_identifiers) of a Properties; None for any other name."""
+    cdef PyObject* value
+    if name == _USER_PROPERTIES:
+        value = slot_get(props, _PROP_OFFSET[0x26])
+    elif name == _SUBSCRIPTION_IDS:
+        value = slot_get(props, _PROP_OFFSET[0x0B])
+    else:
+        return None
+    return None if value == NULL else <object>value
+
+
+cdef tuple _list_copies(object props):
+    """(name, copy, ...) of the list values of a Properties (_codec.properties has the
+    same): what _reusable_block compares to notice a list changed in place."""
+    lists = ()
+    ids = _list_value(props, _SUBSCRIPTION_IDS)
+    if ids is not None:
+        lists = (_SUBSCRIPTION_IDS, list(ids))
+    pairs = _list_value(props, _USER_PROPERTIES)
+    if pairs is not None:
+        lists += (_USER_PROPERTIES, list(pairs))
+    return lists
+
+
+cdef int _keep_block(object props, const unsigned char* data, Py_ssize_t n,
+                     int ptype) except -1:
+    """Keep the block just written for a user-built Properties, for its next encode as
+    the same packet type.  Only values the C encoder accepted are here (int, str, bytes,
+    and lists of tuples of str or of ints): none can change in place but the lists,
+    whose copies are kept too."""
+    if Py_TYPE(props) is not _PROPERTIES:
+        return 0
+    lists = _list_copies(props)
+    slot_put(props, _WIRE_SLOT,
+              (PyBytes_FromStringAndSize(<const char*>data, n), _PTYPE_INTS[ptype]) + lists)
+    return 0
