@@ -293,7 +293,7 @@ def busy_jars_first(conf: dict[str, str] | None = None) -> str | None:
             return None
     jars = os.path.join(home, "jars")
     try:
-        by_artifact = {}
+        by_artifact: dict[str, str] = {}
         for name in sorted(os.listdir(jars)):
             match = _ARTIFACT.fullmatch(name)
             if match is not None:
