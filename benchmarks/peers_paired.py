@@ -1,7 +1,13 @@
 """Issue 44's verdict in time: the extension against mqtt5, timed in alternating pairs.
 
     PYTHONPATH=$PWD python benchmarks/peers_paired.py [--pairs 400] [--json out.json]
+    PYTHONPATH=$PWD python benchmarks/peers_paired.py --pure [--pairs 60] [--json out.json]
     python benchmarks/peers_paired.py --across A.json B.json C.json   # a column per run
+
+With ``--pure``: the pure twin (mqttwire._pure) against each pure-Python peer (zmqtt,
+paho-mqtt's internals, gmqtt, amqtt) on every row that peer runs correctly, v4 and v5; the
+need is 1.0x (faster), and the call floor does not enter it (these operations take
+microseconds).
 
 bench_peers.py (pytest-benchmark) times every round of one codec, then every round of the
 next, a second or more later.  On a shared host whose speed drifts by 2x within minutes
@@ -49,9 +55,14 @@ from peers import OPS, PER_CALL, STREAM_OP, batched, check_decode, check_encode
 STREAM_PACKETS, CHUNK = 10_000, 64 * 1024  # as bench_peers
 REPEATS = 3  # timed calls per block, after one untimed
 NEED, NEED_AT_FLOOR, NEAR_FLOOR = 1.2, 1.0, 1.2  # as chart.py
+NEED_PURE = 1.0  # the pure twin beats every pure-Python peer
 
 CYTHON = peers.MqttWire("mqttwire._speedups", "mqttwire cython", False)
 MQTT5 = peers.Mqtt5()
+PURE = peers.MqttWire("mqttwire._pure", "mqttwire python", True)
+PURE_PEERS = [p for p in peers.PEERS
+              if p.pure_python and not p.module.startswith("mqttwire") and p.available()
+              and not p.name.startswith("struct")]
 
 
 
@@ -60,7 +71,10 @@ def _stream(fn: Callable[[list], int], chunks: list) -> Callable[[], int]:
     return lambda: fn(chunks)
 
 
-def rows() -> list[tuple[str, Callable[[], Any], Callable[[], Any], int]]:
+Row = tuple[str, Callable[[], Any], Callable[[], Any], int]
+
+
+def rows() -> list[Row]:
     """(row, the extension's timed call, mqtt5's, operations per call) for every v5 row
     of the peers table that both codecs run, each checked correct first, as bench_peers
     does."""
@@ -84,6 +98,41 @@ def rows() -> list[tuple[str, Callable[[], Any], Callable[[], Any], int]]:
     assert m5 is not None and cy(chunks) == m5(chunks) == STREAM_PACKETS
     out.append((f"stream {STREAM_PACKETS:,} small PUBLISH v5", _stream(cy, chunks),
                 _stream(m5, chunks), STREAM_PACKETS))
+    return out
+
+
+def pure_rows() -> list[Row]:
+    """(row, the pure twin's timed call, the peer's, operations per call) for every row of
+    the peers table that a pure-Python peer runs and gets right (bench_peers skips the
+    others as n/a or incorrect, and so does this)."""
+    out: list[Row] = []
+    for op in OPS:
+        for peer in PURE_PEERS:
+            if op.level not in peer.levels:
+                continue
+            if peer.decoder(op) is not None and check_decode(peer, op) is None:
+                out.append((f"decode {op.id}: {peer.name}",
+                            batched(PURE.decoder(op), op.wire()),
+                            batched(peer.decoder(op), op.wire()), PER_CALL))
+                reader = peer.reader(op)
+                assert reader is not None
+                out.append((f"decode and read {op.id}: {peer.name}",
+                            batched(PURE.reader(op), op.wire()),
+                            batched(reader, op.wire()), PER_CALL))
+            if peer.encoder(op) is not None and check_encode(peer, op) is None:
+                out.append((f"encode {op.id}: {peer.name}", batched(*PURE.encoder(op)),
+                            batched(*peer.encoder(op)), PER_CALL))  # type: ignore[misc]
+    for level, op in STREAM_OP.items():
+        wire = op.wire() * STREAM_PACKETS
+        chunks = [wire[i : i + CHUNK] for i in range(0, len(wire), CHUNK)]
+        ours = PURE.streamer(level)
+        for peer in PURE_PEERS:
+            theirs = peer.streamer(level) if level in peer.levels else None
+            if theirs is None or theirs(chunks) != STREAM_PACKETS:
+                continue
+            assert ours(chunks) == STREAM_PACKETS
+            out.append((f"stream {STREAM_PACKETS:,} small PUBLISH v{level}: {peer.name}",
+                        _stream(ours, chunks), _stream(theirs, chunks), STREAM_PACKETS))
     return out
 
 
@@ -134,12 +183,15 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
     return q[0], q[1], q[2]
 
 
-def summarise(name: str, triples: list[tuple[int, int, int]], ops: int) -> dict[str, Any]:
+def summarise(name: str, triples: list[tuple[int, int, int]], ops: int,
+              pure: bool = False) -> dict[str, Any]:
     ratios = [m5 / cy for cy, m5, _ in triples]
     # A stream call is 10,000 packets, not comparable with a call of the floor's loop.
-    batched = ops == PER_CALL
+    batched = ops == PER_CALL and not pure
     near = [max(cy, m5) / fl for cy, m5, fl in triples] if batched else []
     need = NEED_AT_FLOOR if near and statistics.median(near) <= NEAR_FLOOR else NEED
+    if pure:
+        need = NEED_PURE
     q1, med, q3 = quartiles(ratios)
     if name.startswith("control"):
         need = 1.0  # no target: the spread is what is read
@@ -169,9 +221,10 @@ def _met(r: dict[str, Any]) -> str:
     return "yes" if r["met"] else "**no**"
 
 
-def table(results: list[dict[str, Any]]) -> list[str]:
+def table(results: list[dict[str, Any]], pure: bool = False) -> list[str]:
+    ours, theirs = ("pure twin", "peer") if pure else ("extension", "mqtt5")
     out = [
-        "| row | extension | mqtt5 | floor | mqtt5 / extension: median (quartiles) | "
+        f"| row | {ours} | {theirs} | floor | {theirs} / {ours}: median (quartiles) | "
         "pairs at or above the need | need | met |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
@@ -217,6 +270,8 @@ def main() -> None:
     ap.add_argument("--stream-pairs", type=int, default=40, help="pairs for the stream row")
     ap.add_argument("-k", default="", help="only rows whose name contains this")
     ap.add_argument("--json", help="write the results (and every triple) here")
+    ap.add_argument("--pure", action="store_true",
+                    help="the pure twin against the pure-Python peers")
     args = ap.parse_args()
     import mqttwire._speedups as ext
 
@@ -224,22 +279,25 @@ def main() -> None:
     load = os.getloadavg()
     floor = floor_call()
     results, raw = [], {}
-    for name, cy, m5, ops in [control(), *rows()]:
+    for name, cy, m5, ops in pure_rows() if args.pure else [control(), *rows()]:
         if args.k not in name:
             continue
         triples = paired(cy, m5, floor, args.stream_pairs if ops != PER_CALL else args.pairs)
-        results.append(summarise(name, triples, ops))
+        results.append(summarise(name, triples, ops, args.pure))
         raw[name] = triples
         gc.collect()  # each row starts from the same heap state, as a pytest test would
     ended = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    head = (f"CPython {platform.python_version()}, {ext.__file__}, mqtt5 "
-            f"{MQTT5.version()}, {started}-{ended[11:]} UTC, load average "
+    versions = (", ".join(f"{p.name} {p.version()}" for p in PURE_PEERS) if args.pure
+                else f"mqtt5 {MQTT5.version()}")
+    subject = "mqttwire._pure" if args.pure else ext.__file__
+    head = (f"CPython {platform.python_version()}, {subject}, {versions}, "
+            f"{started}-{ended[11:]} UTC, load average "
             f"{load[0]:.2f} at the start and {os.getloadavg()[0]:.2f} at the end")
     print(head + "\n")
-    print("\n".join(table(results)))
+    print("\n".join(table(results, args.pure)))
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"python": platform.python_version(), "extension": ext.__file__, "started": started,
+            {"python": platform.python_version(), "extension": subject, "started": started,
              "ended": ended, "load": [load[0], os.getloadavg()[0]], "per_call": PER_CALL,
              "repeats": REPEATS, "results": results, "triples": raw}, indent=1))
 
