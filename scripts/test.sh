@@ -9,7 +9,7 @@
 #      editable, with the test and spark extras: this compiles the Cython extensions in place;
 #   3. runs the whole pytest suite from the repository root: every codec test runs against
 #      both mqttwire._speedups and mqttwire._pure, and tests/test_wheel.py builds the sdist
-#      and the wheels and runs the release test-command against each installed wheel;
+#      and from it a wheel for CPython 3.13, and runs the release test-command against it;
 #   4. builds the pure-Python wheel (MQTTWIRE_PURE_PYTHON=1: no extension at all, as on a
 #      machine without a compiler), installs it into a second virtualenv, .pure/venv, made
 #      with the oldest CPython that mqttwire supports (3.10, from pyenv), and runs the suite
@@ -209,7 +209,7 @@ assert importlib.util.find_spec("mqttwire._speedups") is None, "an extension is 
 print("import mqttwire:", mqttwire.__file__, "(pure)")'
 
     section "pytest: the whole suite against the pure wheel (--no-c-extensions)"
-    # packaging: tests/test_wheel.py builds the extension wheels; once: long system tests
+    # packaging: tests/test_wheel.py builds an extension wheel; once: long system tests
     # whose subject does not depend on the implementation (pyproject's markers).  Both
     # ran in the pass above, unless this is MQTTWIRE_PURE_PYTHON's pass alone.
     deselect="not packaging"

@@ -1,18 +1,19 @@
 """The distributions: what the sdist and the wheel hold, and that the installed wheel works.
 
-Marker ``packaging``.  The sdist is built from a copy of the working tree, and a wheel from
-that sdist, as the release workflow does with cibuildwheel; that wheel's contents are
-checked, and it is installed into a new virtualenv and imported from outside the source
-tree (the suite itself has already run against this CPython's build, in place).  Then, from
-the same sdist, a wheel for the newest CPython of the release matrix that pyenv has, tested
-as cibuildwheel tests every release wheel, with the test-sources and test-command of
-pyproject's [tool.cibuildwheel]: installed with its test extra into a new virtualenv, the
-suite run from a directory outside the source tree, so that ``import mqttwire`` can only
-find the installed wheel (about four minutes).  The oldest CPython of the matrix, 3.10,
-runs the whole suite in scripts/test.sh's pure-Python pass; its compiled wheel is built
-and tested by the wheels workflow.  Under pytest-xdist the two builds run in groups of
-their own, in parallel.  This needs the source checkout and a network path to PyPI (build
-requirements, test dependencies).
+Marker ``packaging``.  The sdist is built from a copy of the working tree, and from that
+sdist a wheel, as the release workflow does with cibuildwheel, by the newest CPython of the
+release matrix that this machine has (WHEEL_PYTHON).  That wheel's contents are checked; it
+is installed, with no extra, into a new virtualenv and every module imported from outside
+the source tree; and it is tested as cibuildwheel tests every release wheel, with the
+test-sources and test-command of pyproject's [tool.cibuildwheel]: installed with its test
+extra into a new virtualenv, the suite run from a directory outside the source tree, so
+that ``import mqttwire`` can only find the installed wheel.  The running CPython's build
+is the one the whole suite tests in place (the editable install compiles the same
+extensions from the same setup.py); the oldest CPython of the matrix, 3.10, runs the
+suite in scripts/test.sh's pure-Python pass; the wheels workflow builds and tests every
+other.  One wheel build, not one per CPython here: each compiles every extension (about
+three minutes of a core).  This needs the source checkout and a network path to PyPI
+(build requirements, test dependencies).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass
-from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -99,19 +99,34 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Sdist:
 
 
 @pytest.fixture(scope="module")
-def wheel(sdist: Sdist, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the wheel in the unpacked sdist, as cibuildwheel does, with `python -m build`."""
+def wheel_python() -> Path:
+    """The CPython that builds the wheel: the running one if it is WHEEL_PYTHON, else
+    WHEEL_PYTHON found here.  Without one the tests skip, which fails under CI."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == WHEEL_PYTHON:
+        return Path(sys.executable)
+    python = _other_python(WHEEL_PYTHON)
+    if python is None:
+        pytest.skip(f"no CPython {WHEEL_PYTHON} here: neither under pyenv (PYENV_ROOT) nor "
+                    f"as python{WHEEL_PYTHON} on PATH")
+    return python
+
+
+@pytest.fixture(scope="module")
+def wheel(sdist: Sdist, wheel_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from the sdist by WHEEL_PYTHON, with pip in a fresh virtualenv."""
     top = tmp_path_factory.mktemp("wheel")
-    with tarfile.open(sdist.sdist) as tar:
-        tar.extractall(top / "unpacked", filter="data")
-    (unpacked,) = (top / "unpacked").iterdir()
+    builder = _new_venv(wheel_python, top)
+    pip = [builder / "bin" / "python", "-m", "pip"]
+    _run([*pip, "install", "--quiet", "pip>=25.3"], cwd=top, timeout=300)
     env = _environ()
-    # Build with the Cython that CI pins (`build` installs build requirements with a plain
-    # `pip install`, which PIP_CONSTRAINT governs).
-    env["PIP_CONSTRAINT"] = str(sdist.source / "requirements" / "cython.txt")
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", top / "dist", unpacked],
-         cwd=top, env=env, timeout=900)
-    (built,) = (top / "dist").glob("*.whl")
+    # The pinned Cython, in pip's isolated build environment (pip >= 25.3).
+    env["PIP_BUILD_CONSTRAINT"] = str(sdist.source / "requirements" / "cython.txt")
+    wheels = top / "wheels"
+    _run([*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, sdist.sdist],
+         cwd=top, env=env, timeout=900)  # fmt: skip
+    (built,) = wheels.glob("*.whl")
+    tag = "cp" + WHEEL_PYTHON.replace(".", "")
+    assert f"-{tag}-{tag}-" in built.name, built.name
     return built
 
 
@@ -124,7 +139,6 @@ def _package_sources(root: Path) -> set[str]:
     }
 
 
-@pytest.mark.xdist_group("wheel")
 def test_sdist_has_sources_and_no_generated_files(sdist: Sdist) -> None:
     with tarfile.open(sdist.sdist) as tar:
         # Every member sits under one top directory, "mqttwire-<version>/".
@@ -141,15 +155,16 @@ def test_sdist_has_sources_and_no_generated_files(sdist: Sdist) -> None:
     assert not generated, f"generated or compiled files in the sdist: {generated}"
 
 
-@pytest.mark.xdist_group("wheel")
 def test_wheel_has_extension_and_typing_files_and_no_sources(sdist: Sdist, wheel: Path) -> None:
     assert not wheel.name.endswith("-none-any.whl"), "a pure wheel was built: no compiler?"
     with zipfile.ZipFile(wheel) as whl:
         names = set(whl.namelist())
-    # One compiled module per .pyx, e.g. mqttwire/_speedups.cpython-311-x86_64-linux-gnu.so.
+    # One compiled module per .pyx, e.g. mqttwire/_speedups.cpython-313-x86_64-linux-gnu.so.
+    abi = "cpython-" + WHEEL_PYTHON.replace(".", "")
     for pyx in sorted((sdist.source / "mqttwire").rglob("*.pyx")):
         stem = pyx.relative_to(sdist.source).with_suffix("").as_posix()
-        assert any(stem + suffix in names for suffix in EXTENSION_SUFFIXES), f"no compiled {stem}"
+        assert any(n.startswith(f"{stem}.{abi}") and n.endswith(".so") for n in names), (
+            f"no compiled {stem} for {abi}")
     assert "mqttwire/py.typed" in names
     assert "mqttwire/_speedups.pyi" in names
     missing = {p for p in _package_sources(sdist.source) if p.endswith(".py")} - names
@@ -167,14 +182,13 @@ def _cibuildwheel_test_config(project: Path) -> tuple[list[str], str]:
     return cibw["test-sources"], " && ".join(cibw["test-command"])
 
 
-@pytest.mark.xdist_group("wheel")
 def test_installed_wheel_imports_its_compiled_modules(
-    sdist: Sdist, wheel: Path, tmp_path: Path
+    sdist: Sdist, wheel_python: Path, wheel: Path, tmp_path: Path
 ) -> None:
     """Installed into a new virtualenv, with no extra, the wheel imports every one of its
     modules from site-packages, the compiled ones compiled: a module left out of the wheel,
     or a compiled module that fails to load (and a silent fallback to _pure), fails here."""
-    venv = _new_venv(Path(sys.executable), tmp_path)
+    venv = _new_venv(wheel_python, tmp_path)
     _run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", wheel], cwd=tmp_path,
          timeout=600)
     modules = sorted(
@@ -213,12 +227,12 @@ def _new_venv(python: Path, tmp_path: Path) -> Path:
     return venv
 
 
-# The newest CPython of the release matrix ([tool.cibuildwheel] build) that this machine
-# can have.  cibuildwheel builds and tests a wheel for each version; what differs between
-# CPython versions shows only there (Python 3.13's compiler strips the indentation of
-# docstrings, which Cython keeps, and a parity test compared them as they were).  The
-# oldest, 3.10, runs the suite in scripts/test.sh's pure pass.
-OTHER_PYTHONS = ["3.13"]
+# The CPython whose wheel is built and tested here: the newest of the release matrix
+# ([tool.cibuildwheel] build) that this project's machines have.  What differs between
+# CPython versions shows only in a wheel built and tested by that version (Python 3.13's
+# compiler strips the indentation of docstrings, which Cython keeps, and a parity test
+# compared them as they were).
+WHEEL_PYTHON = "3.13"
 
 
 def _other_python(version: str) -> Path | None:
@@ -248,37 +262,14 @@ def _other_python(version: str) -> Path | None:
     return Path(on_path) if probe.stdout.split() == ["CPython", version] else None
 
 
-# Each in a pytest-xdist group of its own: they are the suite's longest tests.
-@pytest.mark.parametrize("version", [
-    pytest.param(v, marks=pytest.mark.xdist_group(f"wheel-{v}")) for v in OTHER_PYTHONS])
-def test_wheel_built_and_tested_on_other_cpython(
-    sdist: Sdist, tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+def test_wheel_passes_the_release_tests(
+    sdist: Sdist, wheel_python: Path, wheel: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A wheel built from the sdist by another CPython, tested as the release workflow tests
-    it.  Where there is no such CPython it skips, which fails under CI (conftest.py)."""
-    if sys.version.startswith(version + "."):
-        pytest.skip(f"Python {version} runs this suite: its build is tested in place, and "
-                    "its wheel by the test above")
-    python = _other_python(version)
-    if python is None:
-        pytest.skip(f"no CPython {version} here: neither under pyenv (PYENV_ROOT) nor as "
-                    f"python{version} on PATH")
-    builder = tmp_path / "build-venv"
-    _run([python, "-m", "venv", builder], cwd=tmp_path, timeout=300)
-    pip = [builder / "bin" / "python", "-m", "pip"]
-    _run([*pip, "install", "--quiet", "pip>=25.3"], cwd=tmp_path, timeout=300)
-    env = _environ()
-    # The pinned Cython, in pip's isolated build environment (pip >= 25.3).
-    env["PIP_BUILD_CONSTRAINT"] = str(sdist.source / "requirements" / "cython.txt")
-    wheels = tmp_path / "wheels"
-    _run([*pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, sdist.sdist],
-         cwd=tmp_path, env=env, timeout=900)  # fmt: skip
-    (wheel,) = wheels.glob("*.whl")
-    tag = "cp" + version.replace(".", "")
-    assert f"-{tag}-{tag}-" in wheel.name, wheel.name
-    summary = _release_test(python, wheel, sdist.source, tmp_path)
+    """The wheel, tested as the release workflow tests it."""
+    summary = _release_test(wheel_python, wheel, sdist.source, tmp_path)
     with capsys.disabled():
-        print(f"\n[wheel venv, Python {version}]\n{summary}")
+        print(f"\n[wheel venv, Python {WHEEL_PYTHON}]\n{summary}")
 
 
 def _release_test(python: Path, wheel: Path, source: Path, tmp_path: Path) -> str:

@@ -103,6 +103,7 @@ def flow_frames(flow: TcpFlow, segs: list[Segment], start: int = 0, **kw: Any) -
 
 
 @pytest.mark.c_extension  # the compiled loop itself: not in a pure-Python pass
+@pytest.mark.slow  # over ten seconds each
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
 def test_records_across_chunks(fmt: str) -> None:
     """Over 2 MiB of small PUBLISHes in two connections: frames straddle the reader's
@@ -205,6 +206,7 @@ def captures(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
 
 
 @pytest.mark.c_extension
+@pytest.mark.slow  # about 50 seconds
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
 @given(capture=captures())
@@ -217,6 +219,7 @@ def test_hypothesis_captures_differential(capture: tuple[bytes, dict[str, Any]])
 
 
 @pytest.mark.c_extension
+@pytest.mark.slow  # about 30 seconds
 @settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
 @given(capture=captures(), share=st.sampled_from([(0, 2), (1, 2), (1, 3), (2, 3)]),
