@@ -1,6 +1,6 @@
 """The pipeline on a standalone Spark cluster: a master and two workers started from the
-pyspark package on 127.0.0.1, driven through the command line with --master; its tables
-must equal the local run's."""
+pyspark package on 127.0.0.1, driven through the command line with --master, once; its
+tables must equal the local run's, and its tasks must use both workers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from spark_scenarios import comparable_rows, read_rows
@@ -100,34 +102,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             _stop(proc)
 
 
-def test_cluster_tables_equal_local(cluster: str, captures, local_run,
-                                    tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
-    proc = subprocess.run(
-        [sys.executable, "-m", "mqttwire", "pipeline", *captures.inputs, "--out", str(out),
-         "--master", cluster, "--payload-limit", "4", "--progress", "2"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_TIMEOUT,
-        check=False)
-    # 1: inputs that could not be read (named on stderr), the others in the tables.
-    assert proc.returncode == 1, proc.stderr[-4000:]
-    # The last line gives the totals; the bad inputs are named on stderr.
-    last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("done: 5 files (3 unreadable or corrupt)"), last
-    assert "missing.pcap: no such file" in proc.stderr
-    for table in ("packets", "connections", "messages", "retained", "errors"):
-        assert read_rows(out, table) == read_rows(local_run.out["stream"], table), table
+@dataclass(frozen=True)
+class ClusterRun:
+    proc: subprocess.CompletedProcess[str]
+    out: Path
+    events: Path  # Spark's event log
 
 
-def test_cluster_splits_one_capture_over_both_workers(cluster: str, captures, local_run,
-                                                      tmp_path: Path) -> None:
-    """With a split size of 1 KiB, a.pcapng (5 KiB) is read in ranges, and a ring buffer
-    (a folder of editcap -c's files, one capture) in its files' ranges, by tasks that
-    run on both workers (as Spark's event log shows);
-    the tables are the local runs': the pipeline's, and read_tables' of the ring buffer
-    read by one task."""
-    out, events, conf = tmp_path / "out", tmp_path / "events", tmp_path / "conf"
+@pytest.fixture(scope="module")
+def cluster_run(cluster: str, captures: Any, local_run: Any,
+                tmp_path_factory: pytest.TempPathFactory) -> ClusterRun:
+    """The command line's pipeline on the cluster, once (a run costs a minute of CI), over
+    the generated captures and a ring buffer (a folder of editcap -c's files, one
+    capture), with a split size of 1 KiB: a.pcapng (5 KiB) and the ring's files are read
+    in ranges."""
+    top = tmp_path_factory.mktemp("cluster-run")
+    out, events, conf = top / "out", top / "events", top / "conf"
     events.mkdir()
     conf.mkdir()
     (conf / "spark-defaults.conf").write_text(
@@ -140,21 +130,43 @@ def test_cluster_splits_one_capture_over_both_workers(cluster: str, captures, lo
     proc = subprocess.run(
         [sys.executable, "-m", "mqttwire", "pipeline", *captures.inputs,
          str(local_run.ring), "--out", str(out), "--master", cluster, "--payload-limit",
-         "4", "--progress", "0", "--split-size", "1k"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_TIMEOUT,
+         "4", "--progress", "2", "--split-size", "1k"],
+        capture_output=True, text=True, env=env, cwd=top, timeout=RUN_TIMEOUT,
         check=False)
-    assert proc.returncode == 1, proc.stderr[-4000:]  # the bad inputs, as above
+    return ClusterRun(proc, out, events)
+
+
+def test_cluster_tables_equal_local(cluster_run: ClusterRun, local_run: Any) -> None:
+    """The tables of the captures but the ring buffer are the local run's; the inputs that
+    could not be read are named, and the run says so in its exit status."""
+    proc = cluster_run.proc
+    # 1: inputs that could not be read (named on stderr), the others in the tables.
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    # The last line gives the totals; the bad inputs are named on stderr.
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("done: ") and "(3 unreadable or corrupt)" in last, last
+    assert "missing.pcap: no such file" in proc.stderr
+    ring = "ring/" + min(path.name for path in local_run.ring.iterdir())
+    for table in ("packets", "connections", "messages", "retained", "errors"):
+        rows = read_rows(cluster_run.out, table)
+        assert [row for row in rows if row["capture"] != ring] == read_rows(
+            local_run.out["stream"], table), table
+
+
+def test_cluster_splits_one_capture_over_both_workers(cluster_run: ClusterRun,
+                                                      local_run: Any) -> None:
+    """The ring buffer, read in its files' ranges, has the tables read_tables gives it
+    when one task reads it; and the ranges' tasks ran on both workers (as Spark's event
+    log shows)."""
     # The capture's name: its first file's, by its path in the folder given.
     ring = "ring/" + min(path.name for path in local_run.ring.iterdir())
     for table in ("packets", "connections", "messages", "retained", "errors"):
-        rows = read_rows(out, table)
-        assert [row for row in rows if row["capture"] != ring] == read_rows(
-            local_run.out["stream"], table), table
+        rows = read_rows(cluster_run.out, table)
         ring_rows = comparable_rows([row for row in rows if row["capture"] == ring])
         assert ring_rows == [row for row in local_run.mixed["whole"][table]
                              if row["capture"] == ring], table
         assert ring_rows or table == "errors", table
-    lines = [line for path in sorted(events.rglob("*")) if path.is_file()
+    lines = [line for path in sorted(cluster_run.events.rglob("*")) if path.is_file()
              for line in path.read_text().splitlines()]
     stages: dict[int, str] = {}
     executors: dict[int, set[str]] = {}

@@ -100,7 +100,10 @@ def drain(sub: Subscriber, expected: int, hold: int = 0
     return got, sub.error
 
 
-@pytest.mark.parametrize("version", [5, 4])
+# 5.0 once: on the pure codec it took 145 s of CI, 3.1.1 40 s (on the extension 28 s
+# each).  The subject is the broker's identifier overrun and the session's tolerance of
+# it (mqttwire.session, one implementation); 3.1.1 keeps both codecs under it.
+@pytest.mark.parametrize("version", [pytest.param(5, marks=pytest.mark.once), 4])
 def test_a_backlog_beyond_the_identifier_space(tmp_path: Path, version: int) -> None:
     # The codec ``import mqttwire`` chose: the extension in scripts/test.sh's first pass,
     # the pure twin in its second (the session's handling of the same packets is tested
