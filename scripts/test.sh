@@ -225,8 +225,9 @@ print("import mqttwire:", mqttwire.__file__, "(pure)")'
     # benchmark code with another master (local1), capture size (5x), split size or
     # writer, each a JVM start (about 95 s of CI together), and the suite's Spark tests
     # run those paths of the pipeline (tests/spark/test_split.py, test_pipeline.py).
+    # On every core, as the suite (untimed, so the workers cannot disturb a figure).
     MQTTWIRE_BENCH_CAPTURE_MB=1 MQTTWIRE_BENCH_LIVE_QUICK=1 run_pytest "$VENV_PY" benchmarks \
-        --benchmark-disable -q \
+        "${PARALLEL[@]}" --benchmark-disable -q \
         -k "not peers and not local1 and not 5x and not split and not sparkwriter" || exit 1
 ) || failed=1
 
