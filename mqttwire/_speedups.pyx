@@ -39,7 +39,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_FromOrdinal
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memchr, memcmp, memcpy, memmove
+from libc.string cimport memcmp, memcpy, memmove
 
 from ._cdefs cimport (
     MQTTWIRE_MAX_REMAINING_LENGTH,

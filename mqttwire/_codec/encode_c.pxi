@@ -22,17 +22,6 @@ cdef inline Py_ssize_t _varint_size(Py_ssize_t value) noexcept:
     return 4
 
 
-cdef inline Py_ssize_t _write_varint(unsigned char* out, Py_ssize_t value) noexcept:
-    cdef Py_ssize_t i = 0
-    while True:
-        if value < 0x80:
-            out[i] = <unsigned char>value
-            return i + 1
-        out[i] = <unsigned char>((value & 0x7F) | 0x80)
-        value >>= 7
-        i += 1
-
-
 # The encoders write into an _Out: a buffer on the caller's stack that moves to the heap
 # only when a packet outgrows it.  (Appending to a bytearray resizes it on every append,
 # which cost more than the encoding itself.)  The caller frees it with _out_free in a
@@ -102,6 +91,14 @@ cdef extern from *:
         }
     }
 
+    /* A Variable Byte Integer (MQTT 5.0 §1.5.5) at ``out``: its length, 1 to 4 */
+    MQTTWIRE_ALWAYS_INLINE Py_ssize_t mqttwire_varint_write(unsigned char *out, Py_ssize_t v) {
+        Py_ssize_t i = 0;
+        for (; v >= 0x80; v >>= 7) out[i++] = (unsigned char)((v & 0x7F) | 0x80);
+        out[i++] = (unsigned char)v;
+        return i;
+    }
+
     MQTTWIRE_ALWAYS_INLINE int mqttwire_put(mqttwire_out *o, const void *data, Py_ssize_t n) {
         if (o->n + n > o->cap && mqttwire_out_grow(o, n) < 0) return -1;
         memcpy(o->p + o->n, data, n);
@@ -136,13 +133,12 @@ cdef extern from *:
        Byte Integer (a property block, ``varint`` 1); 1, or 0 when it is not bytes of
        at most 65,535 (Binary Data) */
     MQTTWIRE_ALWAYS_INLINE int mqttwire_put_binary(mqttwire_out *o, PyObject *data, int varint) {
-        Py_ssize_t n, v;
+        Py_ssize_t n;
         if (Py_TYPE(data) != &PyBytes_Type) return 0;
         n = PyBytes_GET_SIZE(data);
         if (varint) {  /* a block: shorter than a packet, so 4 bytes of length at most */
             if (o->n + 4 > o->cap && mqttwire_out_grow(o, 4) < 0) return -1;
-            for (v = n; v >= 0x80; v >>= 7) o->p[o->n++] = (unsigned char)((v & 0x7F) | 0x80);
-            o->p[o->n++] = (unsigned char)v;
+            o->n += mqttwire_varint_write(o->p + o->n, n);
         } else if (n > 0xFFFF) {
             return 0;
         } else if (mqttwire_put_u16(o, n) < 0) {
@@ -181,6 +177,10 @@ cdef extern from *:
     int _put "mqttwire_put"(_Out* o, const void* data, Py_ssize_t n) except -1
     int _put1 "mqttwire_put1"(_Out* o, unsigned char byte) except -1
     int _put_u16 "mqttwire_put_u16"(_Out* o, Py_ssize_t value) except -1
+    Py_ssize_t _write_varint "mqttwire_varint_write"(unsigned char* out,
+                                                     Py_ssize_t value) noexcept
+    # No U+0000, and for a topic name no wildcard (mqttwire_plain above).
+    bint _plain_text "mqttwire_plain"(const char* raw, Py_ssize_t n, bint is_topic) noexcept
     # Borrowed arguments: Cython takes a reference to a field it passes as an object.
     int _put_binary "mqttwire_put_binary"(_Out* o, PyObject* data, int varint) except -1
     int _put_ascii "mqttwire_put_ascii"(_Out* o, PyObject* text, int is_topic) except -1
@@ -250,40 +250,23 @@ cdef inline const char* _utf8(object text, Py_ssize_t* n) except? NULL:
     return raw
 
 
-cdef inline bint _plain_text(const char* raw, Py_ssize_t n, bint is_topic) noexcept:
-    """No U+0000 (MQTT 5.0 §1.5.4), and for a topic name no wildcard [MQTT-3.3.2-2]."""
-    if memchr(raw, 0, n) != NULL:
-        return False
-    return not is_topic or (memchr(raw, 0x2B, n) == NULL and memchr(raw, 0x23, n) == NULL)
-
-
 cdef int _utf8_field(_Out* out, object text, bint is_topic) except -1:
     """Append a length-prefixed UTF-8 string: 1, or 0 (nothing appended, nothing to trust)
     when it is not a plain str the decoder would accept; the caller then lets the shared
     encoder decide.  An ASCII str is appended in C."""
+    cdef int done = _put_ascii(out, <PyObject*>text, is_topic)
+    return _utf8_encoded(out, text, is_topic) if done == 2 else done
+
+
+cdef int _utf8_encoded(_Out* out, object text, bint is_topic) except -1:
+    """_utf8_field of a str that is not ASCII: encoded to UTF-8 first."""
     cdef const char* raw
     cdef Py_ssize_t n
-    cdef int done = _put_ascii(out, <PyObject*>text, is_topic)
-    if done != 2:
-        return done
     raw = _utf8(text, &n)
     if raw == NULL or n > 0xFFFF or not _plain_text(raw, n, is_topic):
         return 0
     _put_u16(out, n)
     _put(out, raw, n)
-    return 1
-
-
-cdef inline int _binary_field(_Out* out, object data) except -1:
-    """Append length-prefixed Binary Data: 1, or 0 when it is not bytes of at most 65,535."""
-    cdef Py_ssize_t n
-    if type(data) is not bytes:
-        return 0
-    n = PyBytes_GET_SIZE(data)
-    if n > 0xFFFF:
-        return 0
-    _put_u16(out, n)
-    _put(out, PyBytes_AS_STRING(data), n)
     return 1
 
 
@@ -373,7 +356,7 @@ cdef int _encode_properties(_Out* out, _Prop* items, int count, int ptype) excep
             has_method |= pid == 0x15
         elif kind == 5:  # Binary Data
             _put1(out, pid)
-            if not _binary_field(out, value):
+            if not _put_binary(out, <PyObject*>value, 0):  # Binary Data
                 return 0
             has_data |= pid == 0x16
         else:  # User Properties: (name, value) string pairs, in order
@@ -465,7 +448,7 @@ cdef object _encode_connect(Connect pkt):
 cdef inline int _text_at(_Out* out, PyObject* text, bint is_topic) except -1:
     """_utf8_field of a borrowed field."""
     cdef int done = _put_ascii(out, text, is_topic)
-    return _utf8_field(out, <object>text, is_topic) if done == 2 else done
+    return _utf8_encoded(out, <object>text, is_topic) if done == 2 else done
 
 
 cdef int _connect_body(Connect pkt, _Out* body) except -1:

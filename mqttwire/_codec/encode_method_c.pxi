@@ -163,8 +163,8 @@ cdef extern from *:
 
 
 # PUBLISH's encoder, in C for the common packet: its C code uses the output helpers of
-# _codec/encode_c.pxi's C blocks (mqttwire_bytes_new, mqttwire_copy, mqttwire_plain),
-# which that file, included first, defines.
+# _codec/encode_c.pxi's C blocks (mqttwire_bytes_new, mqttwire_copy, mqttwire_plain,
+# mqttwire_varint_write), which that file, included first, defines.
 cdef extern from *:
     """
     /* The PUBLISH of a packet with no properties, or with the block it was decoded with,
@@ -214,9 +214,7 @@ cdef extern from *:
         if (result == NULL) return NULL;
         out = (unsigned char *)PyBytes_AS_STRING(result);
         out[0] = (unsigned char)(0x30 | flags);
-        n = 1;
-        for (; body >= 0x80; body >>= 7) out[n++] = (unsigned char)((body & 0x7F) | 0x80);
-        out[n++] = (unsigned char)body;
+        n = 1 + mqttwire_varint_write(out + 1, body);
         out[n] = (unsigned char)(topic_len >> 8);
         out[n + 1] = (unsigned char)(topic_len & 0xFF);
         mqttwire_copy(out + n + 2, t, topic_len);
@@ -227,9 +225,7 @@ cdef extern from *:
             n += 2;
         }
         if (version == 5) {
-            Py_ssize_t v = props_len;
-            for (; v >= 0x80; v >>= 7) out[n++] = (unsigned char)((v & 0x7F) | 0x80);
-            out[n++] = (unsigned char)v;
+            n += mqttwire_varint_write(out + n, props_len);
             mqttwire_copy(out + n, block, props_len);
             n += props_len;
         }
