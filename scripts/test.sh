@@ -9,7 +9,8 @@
 #      editable, with the test and spark extras: this compiles the Cython extensions in place;
 #   3. runs the whole pytest suite from the repository root: every codec test runs against
 #      both mqttwire._speedups and mqttwire._pure, and tests/test_wheel.py builds the sdist
-#      and from it a wheel for CPython 3.13, and runs the release test-command against it;
+#      and from it a wheel for CPython 3.13, and runs the release test-command against it
+#      (its compiled twin's items: marker pure_twin);
 #   4. builds the pure-Python wheel (MQTTWIRE_PURE_PYTHON=1: no extension at all, as on a
 #      machine without a compiler), installs it into a second virtualenv, .pure/venv, made
 #      with the oldest CPython that mqttwire supports (3.10, from pyenv), and runs the suite

@@ -51,7 +51,7 @@ def _load(name: str) -> ModuleType:
 
 IMPLEMENTATIONS = [
     pytest.param("mqttwire._speedups", id="cython", marks=pytest.mark.c_extension),
-    pytest.param("mqttwire._pure", id="python"),
+    pytest.param("mqttwire._pure", id="python", marks=pytest.mark.pure_twin),
 ]
 
 
@@ -69,7 +69,7 @@ def both_codecs() -> tuple[ModuleType, ModuleType]:
 
 @pytest.fixture(params=[
     pytest.param(True, id="compiled", marks=pytest.mark.c_extension),
-    pytest.param(False, id="reference")])
+    pytest.param(False, id="reference", marks=pytest.mark.pure_twin)])
 def derive_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     """Whether mqttwire.spark.derive's CaptureTables.add_many takes its compiled path
     (mqttwire.spark.derive_c, which must then be built: an ImportError fails the test)

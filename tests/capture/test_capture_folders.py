@@ -180,7 +180,8 @@ def _run(*args: str, pure: bool) -> subprocess.CompletedProcess[str]:
                           text=True, env=env, timeout=120, check=False)
 
 
-@pytest.mark.parametrize("pure", [False, True], ids=["cython", "python"])
+@pytest.mark.parametrize("pure", [False, pytest.param(True, marks=pytest.mark.pure_twin)],
+                         ids=["cython", "python"])
 def test_dissect_a_folder(tmp_path: Path, pure: bool) -> None:
     """`mqttwire dissect DIR` as a user runs it: the captures of the folder and its
     sub-folders, each named by its path from the input; the other files skipped on one
@@ -212,7 +213,8 @@ def test_dissect_a_folder(tmp_path: Path, pure: bool) -> None:
     assert proc.returncode == 0 and len(proc.stderr.splitlines()) == 1, proc.stderr
 
 
-@pytest.mark.parametrize("pure", [False, True], ids=["cython", "python"])
+@pytest.mark.parametrize("pure", [False, pytest.param(True, marks=pytest.mark.pure_twin)],
+                         ids=["cython", "python"])
 def test_dissect_names_why_each_input_was_not_read(tmp_path: Path, pure: bool) -> None:
     """A file named by the user that is no capture is an error (it was asked for), as
     are an empty file, a folder without captures and a missing path; the others are

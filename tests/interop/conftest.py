@@ -67,7 +67,7 @@ class Server:
 
 BROKER_IMPLEMENTATIONS = [
     pytest.param("cython", id="cython", marks=pytest.mark.c_extension),
-    pytest.param("python", id="python"),
+    pytest.param("python", id="python", marks=pytest.mark.pure_twin),
 ]
 
 

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(params=[pytest.param(True, id="cython", marks=pytest.mark.c_extension),
-                        pytest.param(False, id="python")])
+                        pytest.param(False, id="python", marks=pytest.mark.pure_twin)])
 def compiled(request: pytest.FixtureRequest) -> bool:
     """Whether the columns are built by the compiled module (which must be built: an
     ImportError fails the test) or the reference way."""
