@@ -21,7 +21,9 @@ three minutes of a core).  This needs the source checkout and a network path to 
 
 from __future__ import annotations
 
+import email.parser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -174,6 +176,25 @@ def test_wheel_has_extension_and_typing_files_and_no_sources(sdist: Sdist, wheel
     assert not missing, f"modules missing from the wheel (a package not listed?): {sorted(missing)}"
     sources = sorted(n for n in names if n.endswith((".pyx", ".pxi", ".pxd", ".c", ".html")))
     assert not sources, f"build sources in the wheel: {sources}"
+
+
+def test_wheel_provides_every_extra_the_docs_install(sdist: Sdist, wheel: Path) -> None:
+    """Each ``mqttwire[...]`` that README.md and docs/ tell users to install names extras
+    that the wheel's metadata provides: a misspelt or dropped extra makes pip warn and
+    install without it.  The ``connect`` extra brings pyspark's own ``connect`` extra."""
+    with zipfile.ZipFile(wheel) as whl:
+        (metadata,) = [n for n in whl.namelist() if n.endswith(".dist-info/METADATA")]
+        message = email.parser.Parser().parsestr(whl.read(metadata).decode())
+    provided = set(message.get_all("Provides-Extra") or [])
+    asked: set[str] = set()
+    for page in [sdist.source / "README.md", *sorted((sdist.source / "docs").glob("*.md"))]:
+        for extras in re.findall(r"mqttwire\[([a-z,\s-]+)\]", page.read_text()):
+            asked.update(e.strip() for e in extras.split(","))
+    assert {"spark", "connect"} <= asked, asked
+    assert asked <= provided, f"extras the docs install but the wheel lacks: {asked - provided}"
+    requires = message.get_all("Requires-Dist") or []
+    assert any(r.replace(" ", "").startswith("pyspark[connect]>=4.0;") and "connect" in
+               r.split(";", 1)[1] for r in requires), requires
 
 
 def _cibuildwheel_test_config(project: Path) -> tuple[list[str], str]:
