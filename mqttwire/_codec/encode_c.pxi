@@ -356,7 +356,7 @@ cdef int _encode_properties(_Out* out, _Prop* items, int count, int ptype) excep
             has_method |= pid == 0x15
         elif kind == 5:  # Binary Data
             _put1(out, pid)
-            if not _put_binary(out, <PyObject*>value, 0):  # Binary Data
+            if not _put_binary(out, <PyObject*>value, 0):
                 return 0
             has_data |= pid == 0x16
         else:  # User Properties: (name, value) string pairs, in order
