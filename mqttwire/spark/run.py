@@ -197,10 +197,6 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     summary and totals to ``out`` (default stdout).  ``spark``: an existing session to
     use, classic or Spark Connect (else one is made for ``options.master``, or on the
     Connect server ``options.remote``, and stopped at the end)."""
-    from ..capture.files import skipped_line
-    from .aggregates import ArrowAggregates, SparkAggregates
-    from .parquet import staging_root
-    from .report import write_summary
     from .startup import (
         ClassArchive,
         connect_session,
@@ -226,11 +222,18 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
     archive = None
     ahead: threading.Thread | None = None
     if spark is None:
-        ahead = _import_ahead()
         try:
             if options.remote is not None:
+                ahead = _import_ahead()
                 spark = connect_session(options.remote)
             else:
+                # The JVM's start is the run's longest wait, and it begins once pyspark.sql
+                # is imported: that comes first, alone (an import on another thread would
+                # share the interpreter with it); the run's other modules are imported
+                # while the JVM starts (:func:`_import_ahead`, and below).
+                import pyspark.sql  # noqa: F401
+
+                ahead = _import_ahead()
                 if options.jvm_cache is not None and not jvm_running():
                     archive = ClassArchive(options.jvm_cache)
                 hidden = (jvm_lines_hidden() if not options.jvm_lines
@@ -239,8 +242,14 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                     spark = make_session(options.master or default_master(),
                                          conf=options.session_conf(archive))
         except BaseException:
-            ahead.join()
+            if ahead is not None:
+                ahead.join()
             raise
+    from ..capture.files import skipped_line
+    from .aggregates import ArrowAggregates, SparkAggregates
+    from .parquet import staging_root
+    from .report import write_summary
+
     connect = is_connect(spark)
     if connect and options.writer == "tasks":
         raise ValueError("writer 'tasks' needs a classic session: on Spark Connect the "
