@@ -15,7 +15,9 @@ capture into ``capture=<name>`` directories, the name escaped as Spark escapes p
 values (:func:`partition_dir`), and a ``_SUCCESS`` file per table; a table without rows
 gets one empty file with its schema, as Spark writes one.  Readers (Spark, pyarrow,
 DuckDB, pandas) see the same tables as if Spark had written them; times are written as
-Parquet's INT64 TIMESTAMP(MICROS, UTC) rather than Spark's legacy INT96.
+Parquet's INT64 TIMESTAMP(MICROS, UTC) rather than Spark's legacy INT96.  Row groups keep
+min/max statistics for the numbers, times and flags, not for the text and payload columns
+(:func:`_statistics_columns`).
 """
 
 from __future__ import annotations
@@ -81,6 +83,19 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
             or pa.types.is_large_string(f.type)]
 
 
+def _statistics_columns(schema: pa.Schema) -> list[str]:
+    """The columns whose min/max statistics the files keep: numbers, times and flags,
+    which a reader's filter can use to skip row groups (times rise through a capture).
+    The text, binary and list columns are left out: in capture order their values are
+    not sorted, so a row group's range spans nearly all of them and rules nothing out,
+    while computing it compares every value (a fifth of a task's Parquet writing:
+    benchmarks/capture.md)."""
+    return [f.name for f in schema if not (
+        pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)
+        or pa.types.is_list(f.type))]
+
+
 class _Part:
     """One open part file: a table's rows in one directory, gathered into row groups,
     which ``write`` (the task's writing thread) writes."""
@@ -112,8 +127,10 @@ class _Part:
         table = pa.Table.from_batches(batches)
         if self.writer is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self.writer = pq.ParquetWriter(self.path, table.schema, compression="snappy",
-                                           use_dictionary=_dictionary_columns(table.schema))
+            self.writer = pq.ParquetWriter(
+                self.path, table.schema, compression="snappy",
+                use_dictionary=_dictionary_columns(table.schema),
+                write_statistics=_statistics_columns(table.schema))
         self.writer.write_table(table, row_group_size=table.num_rows)
 
     def close(self) -> None:

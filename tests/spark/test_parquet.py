@@ -127,6 +127,24 @@ def test_only_string_columns_are_dictionary_encoded(tmp_path: Path) -> None:
     assert "RLE_DICTIONARY" not in encodings["payload"]
 
 
+def test_only_numbers_times_and_flags_have_statistics(tmp_path: Path) -> None:
+    # Min/max rule row groups out only where the values rise through a capture (times,
+    # frames); the text and payload columns are written without them.
+    root = staging_root(str(tmp_path))
+    batch = packets_batch([Record("packet", "a", frame=1 + i, ts=i * 1000, packet_type="PUBLISH",
+                                  topic=f"t/{i}", payload=b"x" * i, qos=1, packet_id=1 + i)
+                           for i in range(100)])
+    ((_, rel, _),) = write(root, [("packets", batch)])
+    group = pq.ParquetFile(os.path.join(root, rel)).metadata.row_group(0)
+    stats = {group.column(i).path_in_schema: group.column(i).statistics
+             for i in range(group.num_columns)}
+    assert (stats["frame"].min, stats["frame"].max) == (1, 100)
+    assert (stats["packet_id"].min, stats["packet_id"].max) == (1, 100)
+    assert stats["ts"].has_min_max and stats["qos"].has_min_max
+    for column in ("topic", "packet_type", "payload", "topic_filters.list.element"):
+        assert stats[column] is None or not stats[column].has_min_max, column
+
+
 def test_a_failing_task_closes_its_files(tmp_path: Path) -> None:
     def batches():
         yield "packets", packets("a", 3)
