@@ -52,8 +52,8 @@ if TYPE_CHECKING:
 
     from .startup import ClassArchive
 
-__all__ = ["IMPORTS_AHEAD", "NO_UI", "QUICK_JIT", "PipelineOptions", "PipelineResult",
-           "run_pipeline"]
+__all__ = ["IMPORTS_AHEAD", "INTERPRETED_PLANS", "NO_UI", "QUICK_JIT", "PipelineOptions",
+           "PipelineResult", "run_pipeline"]
 
 #: The driver JVM's just-in-time compiler stopped at its first tier (C1) when the tasks
 #: write the tables on a local master: the JVM then only starts and schedules the tasks
@@ -63,6 +63,12 @@ __all__ = ["IMPORTS_AHEAD", "NO_UI", "QUICK_JIT", "PipelineOptions", "PipelineRe
 #: shuffle, Spark's Parquet writer) C1 measured slower, so those runs keep the JVM's
 #: default.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+#: Spark's whole-stage code generation off in the same runs as :data:`QUICK_JIT`: the
+#: plans there (a range of shares, the tasks' Arrow batches, their files' rows) are a few
+#: rows each, for which compiling Java code per stage (Janino) costs the JVM more than it
+#: saves (benchmarks/capture.md).
+INTERPRETED_PLANS = {"spark.sql.codegen.wholeStage": "false"}
 
 #: Spark's web UI off in the sessions the pipeline makes for itself: a batch run has its
 #: own progress lines and summary, and the UI's web server is about a sixth of the
@@ -120,9 +126,9 @@ class PipelineOptions:
     def session_conf(self, archive: ClassArchive | None = None) -> dict[str, str]:
         """The settings of a session that the pipeline makes for itself: the memory
         options, :data:`NO_UI` unless :attr:`spark_ui` (or under spark-submit, whose
-        ``--conf`` decides), :data:`QUICK_JIT` when the master is local and the tasks will
-        write the tables (a local output, no split, not the Spark writer), and
-        ``archive``'s JVM option."""
+        ``--conf`` decides), :data:`QUICK_JIT` and :data:`INTERPRETED_PLANS` when the
+        master is local and the tasks will write the tables (a local output, no split, not
+        the Spark writer), and ``archive``'s JVM option."""
         from .startup import default_master, under_spark_submit
 
         conf = self.memory_conf()
@@ -133,6 +139,7 @@ class PipelineOptions:
         if (master.startswith("local") and self.writer != "spark"
                 and not self.split_for(master) and local_path(self.out) is not None):
             java.append(QUICK_JIT)
+            conf.update(INTERPRETED_PLANS)
         if archive is not None:
             java.append(archive.java_option())
         if java:

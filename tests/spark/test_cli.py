@@ -204,14 +204,15 @@ def test_pipeline_memory_options_reach_spark(monkeypatch: pytest.MonkeyPatch,
 @pytest.mark.spark
 def test_session_conf_stops_the_jit_at_c1_only_where_the_tasks_write(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The driver JVM's quick JIT (pipeline.QUICK_JIT) where the JVM does little: a
-    local master and the tasks writing the tables; the JVM's default wherever it does
-    the heavy lifting (a split, Spark's writer), and on a cluster."""
+    """The driver JVM's quick JIT (pipeline.QUICK_JIT) and plans without whole-stage code
+    generation (INTERPRETED_PLANS) where the JVM does little: a local master and the tasks
+    writing the tables; Spark's defaults wherever it does the heavy lifting (a split,
+    Spark's writer), and on a cluster."""
     from mqttwire.spark import PipelineOptions
-    from mqttwire.spark.run import QUICK_JIT
+    from mqttwire.spark.run import INTERPRETED_PLANS, QUICK_JIT
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)  # not under spark-submit
-    jit = {"spark.driver.extraJavaOptions": QUICK_JIT}
+    jit = {"spark.driver.extraJavaOptions": QUICK_JIT, **INTERPRETED_PLANS}
     out = str(tmp_path)
 
     def conf(**kw: Any) -> dict[str, str]:
@@ -220,6 +221,7 @@ def test_session_conf_stops_the_jit_at_c1_only_where_the_tasks_write(
         return settings
 
     assert QUICK_JIT == "-XX:TieredStopAtLevel=1"
+    assert INTERPRETED_PLANS == {"spark.sql.codegen.wholeStage": "false"}
     assert conf() == jit  # local[*], the tasks writer
     assert conf(master="local[2]", writer="tasks") == jit
     assert conf(master="local[1]", driver_memory="2g") == {**jit, "spark.driver.memory": "2g"}
@@ -257,7 +259,7 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     there is none (under a name of this process's), else map it; both with the JVM's
     CDS log off; and both after QUICK_JIT in the driver's options."""
     from mqttwire.spark import PipelineOptions
-    from mqttwire.spark.run import NO_UI, QUICK_JIT
+    from mqttwire.spark.run import INTERPRETED_PLANS, NO_UI, QUICK_JIT
     from mqttwire.spark.startup import ClassArchive
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
@@ -278,7 +280,8 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     assert spaced.java_option() == f'"-XX:ArchiveClassesAtExit={spaced.writing}" -Xlog:cds*=off'
     options = PipelineOptions(["x.pcap"], str(tmp_path), master="local[2]")
     assert options.session_conf(again) == {
-        **NO_UI, "spark.driver.extraJavaOptions": f"{QUICK_JIT} {again.java_option()}"}
+        **NO_UI, **INTERPRETED_PLANS,
+        "spark.driver.extraJavaOptions": f"{QUICK_JIT} {again.java_option()}"}
 
 
 def _result(files: int, bad: int) -> PipelineResult:
