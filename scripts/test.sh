@@ -212,7 +212,10 @@ print("import mqttwire:", mqttwire.__file__, "(pure)")'
     section "pytest: the whole suite against the pure wheel (--no-c-extensions)"
     # packaging: tests/test_wheel.py builds an extension wheel; once: long system tests
     # whose subject does not depend on the implementation (pyproject's markers).  Both
-    # ran in the pass above, unless this is MQTTWIRE_PURE_PYTHON's pass alone.
+    # ran in the pass above, unless this is MQTTWIRE_PURE_PYTHON's pass alone.  The local
+    # Spark run that the pipeline's tests share then makes the stream reader's run alone
+    # (tests/spark/conftest.py: what the selected tests read; the comparisons of readers,
+    # writers and split runs are once).
     deselect="not packaging"
     [ -n "$pure" ] || deselect="not packaging and not once"
     run_pytest "$VENV_PY" "${PARALLEL[@]}" --no-c-extensions -m "$deselect" || exit 1
@@ -220,12 +223,14 @@ print("import mqttwire:", mqttwire.__file__, "(pure)")'
     section "pytest benchmarks/: each benchmark once, without the extension"
     # --benchmark-disable runs each benchmark body once, untimed: proof that the suites
     # run on a pure install (the extension's benchmarks skip, as expected).  The capture
-    # benchmarks on a 1 MB capture, the live source on 1,200 messages; the peer codecs
-    # (benchmarks/requirements-peers.txt) are not installed here, so their comparison is
-    # left out.  Of the pipeline runs only local2-whole runs: the others are the same
-    # benchmark code with another master (local1), capture size (5x), split size or
-    # writer, each a JVM start (about 95 s of CI together), and the suite's Spark tests
-    # run those paths of the pipeline (tests/spark/test_split.py, test_pipeline.py).
+    # benchmarks on a 1 MB capture, the live source on 2,100 messages a source (its two
+    # sources on two workers at once: most of each is its Spark driver's start,
+    # benchmarks/bench_live.py); the peer codecs (benchmarks/requirements-peers.txt) are
+    # not installed here, so their comparison is left out.  Of the pipeline runs only
+    # local2-whole runs: the others are the same benchmark code with another master
+    # (local1), capture size (5x), split size or writer, each a JVM start (about 95 s of
+    # CI together), and the first pass's Spark tests run those paths of the pipeline
+    # (tests/spark/test_split.py, test_pipeline.py).
     # On every core, as the suite (untimed, so the workers cannot disturb a figure).
     MQTTWIRE_BENCH_CAPTURE_MB=1 MQTTWIRE_BENCH_LIVE_QUICK=1 run_pytest "$VENV_PY" benchmarks \
         "${PARALLEL[@]}" --benchmark-disable -q \

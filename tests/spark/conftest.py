@@ -78,7 +78,8 @@ class LocalRun:
     the stream reader with a split size of SPLIT_SIZE bytes); and the rows of the tables
     as read_tables gives them (stream reader, payloads whole), per table, as
     comparable_rows makes them, and the same for every input and the mixed captures with
-    and without splitting ("whole", "split")."""
+    and without splitting ("whole", "split").  Only the parts that the selected tests
+    read are made (parts_read); the others stay empty."""
 
     out: dict[str, Path]
     results: dict[str, Any]
@@ -101,13 +102,55 @@ class LocalRun:
     split_files: list[str] = field(default_factory=list)
 
 
+#: The pipeline runs that local_run can make, by name (the reader, but for "split": the
+#: stream reader with a split size of SPLIT_SIZE bytes; "spark-writer": the stream reader
+#: with Spark's writer; "shares": the stream reader with every file read in shares).
+RUNS = ("stream", "binaryfile", "split", "spark-writer", "shares")
+#: Its other parts, and the runs each is made from: "figures" (LocalRun.figures and
+#: spark_summaries), "read_tables" (LocalRun.frames), "mixed" (LocalRun.ring, mixed and
+#: split_files), "partitions" (LocalRun.partition_dirs).
+DERIVED: dict[str, tuple[str, ...]] = {
+    "figures": ("stream", "split"),
+    "read_tables": (),
+    "mixed": (),
+    "partitions": (),
+}
+
+
+def parts_read(items: list[pytest.Item]) -> set[str]:
+    """The parts of local_run (RUNS, DERIVED) that ``items``, the session's selected
+    tests, read: each test that uses the fixture names them with the marker
+    ``local_run``; with the runs that the derived parts are made from.
+
+    So a pass that deselects some tests does not pay for what only they read: the
+    comparisons between readers, writers and split runs are marked ``once``, and the
+    pure pass (scripts/test.sh) makes the stream run alone.  A test that uses the
+    fixture without the marker, or names no part of it, is an error rather than a
+    test that finds its part missing."""
+    parts: set[str] = set()
+    for item in items:
+        if "local_run" not in getattr(item, "fixturenames", ()):
+            continue
+        named = {part for mark in item.iter_markers("local_run") for part in mark.args}
+        if not named:
+            pytest.fail(f"{item.nodeid} uses local_run without the marker local_run naming "
+                        "the parts it reads (tests/spark/conftest.py)", pytrace=False)
+        unknown = named - set(RUNS) - set(DERIVED)
+        if unknown:
+            pytest.fail(f"{item.nodeid}: no part of local_run is named {sorted(unknown)}; "
+                        f"the parts: {list(RUNS) + list(DERIVED)}", pytrace=False)
+        parts |= named
+    for part in set(parts) & set(DERIVED):
+        parts.update(DERIVED[part])
+    return parts
 
 
 @pytest.fixture(scope="session")
-def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRun]:
-    """The pipeline run on local[2] over ``captures``, once with each reader, and
-    read_tables over them with the default options (one Spark session for the three;
-    stopped before any other Spark starts)."""
+def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory,
+              request: pytest.FixtureRequest) -> Iterator[LocalRun]:
+    """The pipeline run on local[2] over ``captures``, with each reader, and read_tables
+    over them, on one Spark session (stopped before any other Spark starts): the parts
+    that the selected tests read (parts_read), the others left empty."""
     from mqttwire.spark import (
         JavaMissing,
         PipelineOptions,
@@ -122,6 +165,7 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
         find_java()
     except JavaMissing as exc:
         pytest.skip(f"Spark needs Java: {exc}")
+    parts = parts_read(request.session.items)
     spark = make_session("local[2]")
     run = LocalRun({}, {}, {}, {}, [])
 
@@ -134,7 +178,9 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
         # connections (every file is over a share size of 1 byte).
         tracker = spark.sparkContext.statusTracker()
         run.shuffle_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-        for reader in ("stream", "binaryfile", "split", "spark-writer", "shares"):
+        for reader in RUNS:
+            if reader not in parts:
+                continue
             out = tmp_path_factory.mktemp(f"out-{reader}")
             extra: dict[str, Any] = {"split_size": SPLIT_SIZE} if reader == "split" else {}
             if reader != "shares":
@@ -153,31 +199,39 @@ def local_run(captures: Captures, tmp_path_factory: pytest.TempPathFactory) -> I
             if reader == "split":
                 run.split_tasks = stage_tasks(
                     tracker, set(tracker.getJobIdsForGroup()) - jobs_before)
-        for reader in ("stream", "split"):
-            engines = figures_by_engine(spark, run.out[reader])
-            run.figures[reader] = {name: figures_of(engine) for name, engine in engines.items()}
-            result = run.results[reader]
-            report = write_summary(
-                engines["spark"], {k: v for k, v in result.counts.items() if k != "errors"},
-                str(tmp_path_factory.mktemp(f"summary-{reader}")),
-                options=PipelineOptions(captures.inputs, str(run.out[reader])),
-                files=result.files)
-            run.spark_summaries[reader] = report.text
-        run.frames = rows(read_tables(spark, captures.inputs))
-        run.ring = tmp_path_factory.mktemp("ring") / "ring"
-        ring_buffer(captures.mixed[1].read_bytes(), run.ring, RING_FRAMES)
-        inputs = captures.inputs + [str(path) for path in captures.mixed] + [str(run.ring)]
-        # Payloads cut as the cluster test's runs cut them, to compare with theirs.
-        split = read_tables(spark, inputs, split_size=SPLIT_SIZE, payload_limit=4)
-        run.split_files = sorted(f.name for f in split.split.files) if split.split else []
-        run.mixed = {"whole": rows(read_tables(spark, inputs, split_size=None,
-                                               payload_limit=4)),
-                     "split": rows(split)}
-        written = tmp_path_factory.mktemp("partitions") / "t"
-        spark.createDataFrame([(name, 1) for name in PARTITION_NAMES], "capture string, x int"
-                              ).write.partitionBy("capture").parquet(str(written))
-        run.partition_dirs = sorted(p.name for p in written.iterdir()
-                                    if p.name.startswith("capture="))
+        if "figures" in parts:
+            for reader in DERIVED["figures"]:
+                engines = figures_by_engine(spark, run.out[reader])
+                run.figures[reader] = {name: figures_of(engine)
+                                       for name, engine in engines.items()}
+                result = run.results[reader]
+                report = write_summary(
+                    engines["spark"],
+                    {k: v for k, v in result.counts.items() if k != "errors"},
+                    str(tmp_path_factory.mktemp(f"summary-{reader}")),
+                    options=PipelineOptions(captures.inputs, str(run.out[reader])),
+                    files=result.files)
+                run.spark_summaries[reader] = report.text
+        if "read_tables" in parts:
+            run.frames = rows(read_tables(spark, captures.inputs))
+        if "mixed" in parts:
+            run.ring = tmp_path_factory.mktemp("ring") / "ring"
+            ring_buffer(captures.mixed[1].read_bytes(), run.ring, RING_FRAMES)
+            inputs = (captures.inputs + [str(path) for path in captures.mixed]
+                      + [str(run.ring)])
+            # Payloads cut as the cluster test's runs cut them, to compare with theirs.
+            split = read_tables(spark, inputs, split_size=SPLIT_SIZE, payload_limit=4)
+            run.split_files = sorted(f.name for f in split.split.files) if split.split else []
+            run.mixed = {"whole": rows(read_tables(spark, inputs, split_size=None,
+                                                   payload_limit=4)),
+                         "split": rows(split)}
+        if "partitions" in parts:
+            written = tmp_path_factory.mktemp("partitions") / "t"
+            spark.createDataFrame([(name, 1) for name in PARTITION_NAMES],
+                                  "capture string, x int"
+                                  ).write.partitionBy("capture").parquet(str(written))
+            run.partition_dirs = sorted(p.name for p in written.iterdir()
+                                        if p.name.startswith("capture="))
     finally:
         spark.stop()
     yield run

@@ -24,7 +24,10 @@ from spark_scenarios import comparable_rows, read_rows
 # once: the scheduling over a standalone cluster's workers is Spark's, whichever
 # implementation decodes in them (the pipeline tests cover the pure one, on local[2]);
 # scripts/test.sh runs it in its first pass only.
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.once]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.once,
+              # the local run's tables and its ring buffer, the reference of the cluster's
+              # (tests/spark/conftest.py)
+              pytest.mark.local_run("stream", "mixed")]
 
 HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[2]

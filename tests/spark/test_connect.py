@@ -129,6 +129,7 @@ def connect(connect_url: str) -> Iterator[Any]:
             os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
+@pytest.mark.local_run("read_tables", "mixed")  # tests/spark/conftest.py
 def test_read_tables_on_connect_equals_the_classic_session(connect: Any, captures,
                                                            local_run) -> None:
     """The same read_tables calls as the classic local run's (tests/spark/conftest.py),
@@ -153,6 +154,7 @@ def test_read_tables_on_connect_equals_the_classic_session(connect: Any, capture
                                  if row["kind"] == "packet")
 
 
+@pytest.mark.local_run("stream")
 def test_the_command_on_spark_remote(connect_url: str, captures, local_run,
                                      tmp_path: Path) -> None:
     """``mqttwire pipeline`` with SPARK_REMOTE set (no --master), from another directory

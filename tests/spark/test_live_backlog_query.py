@@ -24,8 +24,9 @@ from test_live_backlog import BACKLOG, publish_backlog, subscriber
 import mqttwire
 
 pytestmark = [pytest.mark.interop, pytest.mark.spark, pytest.mark.slow,
-              # The subscriber under the query is tested with both codecs in
-              # test_live_backlog.py.
+              # The subscriber under the query meets the same backlog in
+              # test_live_backlog.py (once too: the subject is the broker's and the
+              # session's, not the codec's).
               pytest.mark.once]
 
 #: Bound on a query's draining of the backlog, in seconds.

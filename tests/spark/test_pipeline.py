@@ -11,7 +11,19 @@ from spark_scenarios import DELTA_PAYLOAD, comparable_rows, read_rows
 
 pytestmark = pytest.mark.spark
 
-READERS = ["stream", "binaryfile"]
+#: once: a comparison of the pipeline's readers, writers, shares, split runs or figure
+#: engines over the same captures (the binaryfile reader's tables are checked as the
+#: stream reader's are).  What differs between them is Spark's side (how the files reach
+#: the tasks, who writes the Parquet files, which tasks read which bytes, Spark's jobs or
+#: Arrow over the written files), never the codec, which each of them calls the same
+#: way: the stream run's tests prove the pure codec in Spark's Python workers in
+#: scripts/test.sh's pure pass, which then makes no other run (tests/spark/conftest.py:
+#: local_run makes what the selected tests read).
+COMPARISON = pytest.mark.once
+# local_run: the parts of the local run that each test reads (tests/spark/conftest.py).
+READERS = [pytest.param("stream", marks=pytest.mark.local_run("stream")),
+           pytest.param("binaryfile",
+                        marks=[pytest.mark.local_run("binaryfile"), COMPARISON])]
 TABLES = ("packets", "connections", "messages", "retained", "errors")
 US = 1000  # ns per microsecond: the tables' timestamps have microseconds
 
@@ -168,6 +180,7 @@ def test_errors(out: Path, captures) -> None:
     assert "no such file" in missing["error"]
 
 
+@pytest.mark.local_run("stream")
 def test_result_and_summary(local_run) -> None:
     result = local_run.results["stream"]
     assert sorted(result.bad_captures) == ["c.pcapng", "missing.pcap", "notes.txt"]
@@ -188,6 +201,7 @@ def test_result_and_summary(local_run) -> None:
             "topics hold a retained message") in text
 
 
+@pytest.mark.local_run("stream", "read_tables")
 def test_read_tables_are_the_written_tables_with_whole_payloads(local_run) -> None:
     """read_tables' DataFrames hold what the pipeline writes; without a payload limit
     (read_tables' default, and the command's) each payload is whole."""
@@ -203,12 +217,16 @@ def test_read_tables_are_the_written_tables_with_whole_payloads(local_run) -> No
         assert d_x["payload"] == DELTA_PAYLOAD, table
 
 
+@COMPARISON
+@pytest.mark.local_run("stream", "binaryfile")
 def test_readers_agree(local_run) -> None:
     for table in TABLES:
         assert read_rows(local_run.out["stream"], table) == read_rows(
             local_run.out["binaryfile"], table), table
 
 
+@COMPARISON
+@pytest.mark.local_run("stream", "spark-writer")
 def test_tasks_write_the_tables_that_spark_writes(local_run) -> None:
     """With a local output directory the decoding tasks write the files themselves
     (pyarrow); with writer "spark", Spark does: the same tables, row for row, in the same
@@ -242,6 +260,8 @@ def test_tasks_write_the_tables_that_spark_writes(local_run) -> None:
             == local_run.results["spark-writer"].summary_text.replace(str(spark), "OUT"))
 
 
+@COMPARISON
+@pytest.mark.local_run("stream", "shares")
 def test_files_read_in_shares_give_the_same_tables(local_run) -> None:
     """Every capture read by two tasks, each keeping a share of the connections
     (mqttwire.spark.connection_shares): the tables, row for row, the totals and the summary of the
@@ -258,6 +278,7 @@ def test_files_read_in_shares_give_the_same_tables(local_run) -> None:
     assert not (shares / "_temporary").exists()
 
 
+@pytest.mark.local_run("partitions")
 def test_partition_directories_are_named_as_spark_names_them(local_run) -> None:
     # from spark_scenarios, not conftest: with tests/capture in the same run, "conftest"
     # may be the other directory's module (this failed now and then)
@@ -284,6 +305,8 @@ def _us(value) -> int:
     return round(value.timestamp() * 1_000_000)
 
 
+@COMPARISON
+@pytest.mark.local_run("figures")
 @pytest.mark.parametrize("reader", ["stream", "split"])
 def test_both_figure_engines_give_the_same_summary(local_run, reader: str) -> None:
     """The summary's figures are the same from Spark's jobs and from Arrow over the

@@ -294,11 +294,17 @@ def test_flow_key_is_the_same_both_ways() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# With Spark: read_tables and the pipeline (the runs of conftest.py's local_run)
+# With Spark: read_tables and the pipeline (the runs of conftest.py's local_run; the
+# marker local_run names the parts each test reads).  once: split against whole reads,
+# the same codec in both; what splitting changes is Spark's side (ranges, the shuffle of
+# rows by connection, the stages' tasks), and the split steps' decoding is proven on both
+# codecs without Spark above.  Without them, the pure pass makes no split run at all.
 
 SPARK_TABLES = ("packets", "connections", "messages", "retained", "errors")
 
 
+@pytest.mark.once
+@pytest.mark.local_run("mixed")
 def test_read_tables_split_equals_whole(local_run: Any) -> None:
     """Every input of the pipeline tests (a truncated capture, which falls back to one
     task, a text file and a missing path among them), the mixed captures and a ring
@@ -318,6 +324,8 @@ def test_read_tables_split_equals_whole(local_run: Any) -> None:
         assert split[table] == whole[table], table
 
 
+@pytest.mark.once
+@pytest.mark.local_run("split")
 def test_split_stages_do_not_run_a_task_per_shuffle_partition(local_run: Any) -> None:
     """The split run's stages have a task per range or per connection group, not one per
     spark.sql.shuffle.partitions (200).  The connection ids, made by a window over a
@@ -327,6 +335,8 @@ def test_split_stages_do_not_run_a_task_per_shuffle_partition(local_run: Any) ->
     assert max(local_run.split_tasks) < local_run.shuffle_partitions, local_run.split_tasks
 
 
+@pytest.mark.once
+@pytest.mark.local_run("stream", "split")
 def test_pipeline_split_writes_the_same_tables_and_summary(local_run: Any) -> None:
     from spark_scenarios import read_rows
 
