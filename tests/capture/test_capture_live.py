@@ -311,7 +311,11 @@ def test_capture_that_begins_inside_a_packet(codec: ModuleType, joined: Joined,
     assert Counter((r.packet_type, r.topic) for r in records if r.kind == "packet") == expected
 
 
+# once: the joined capture's decoding is tested on both codecs without Spark (above);
+# this run proves the command's side (the tables and summary.md of a capture joined
+# mid-stream), the same whichever codec the tasks import.
 @pytest.mark.spark
+@pytest.mark.once
 def test_joined_capture_pipeline(joined: Joined, tmp_path: Path) -> None:
     """`mqttwire pipeline` on the joined capture (local[1], a process of its own): the
     packets table holds what tshark dissects, type by type, each connection says how
