@@ -31,6 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+from .columns import arrays
 from .connection_shares import merge_retained
 from .schema import TABLES
 
@@ -205,7 +206,7 @@ class PartFiles:
                 for (table, _), part in parts.items()]
         if rows:
             yield pa.RecordBatch.from_arrays(
-                [pa.array(column, field.type) for column, field in zip(zip(*rows), WRITTEN)],
+                arrays(rows, [list(column) for column in zip(*rows)], WRITTEN),
                 schema=WRITTEN)
 
 

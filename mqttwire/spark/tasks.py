@@ -164,21 +164,22 @@ def staged_report(totals: Counters) -> pa.RecordBatch:
     """A task's totals as a STAGED row."""
     import pyarrow as pa
 
+    from .columns import arrays
     from .schema import STAGED
 
-    return pa.RecordBatch.from_arrays([pa.array([STATS]), pa.array([totals.json().encode()],
-                                                                   pa.binary())],
-                                      schema=STAGED)
+    return pa.RecordBatch.from_arrays(
+        arrays([STATS], [[STATS], [totals.json().encode()]], STAGED), schema=STAGED)
 
 
 def written_report(totals: Counters) -> pa.RecordBatch:
     """A task's totals as a WRITTEN row."""
     import pyarrow as pa
 
+    from .columns import arrays
     from .parquet import WRITTEN
 
-    return pa.RecordBatch.from_arrays([pa.array([STATS]), pa.array([totals.json()]),
-                                       pa.array([0], pa.int64())], schema=WRITTEN)
+    return pa.RecordBatch.from_arrays(
+        arrays([STATS], [[STATS], [totals.json()], [0]], WRITTEN), schema=WRITTEN)
 
 
 STAGED_OUT = Out(stage_all, staged_report)

@@ -501,3 +501,39 @@ def test_a_jvm_that_does_not_exit_in_time_is_killed(monkeypatch: pytest.MonkeyPa
     _end_jvm(timeout=0.5)
     assert gateway.closed and SparkContext._gateway is None and SparkContext._jvm is None
     assert gateway.proc.returncode == -9  # killed, and waited for
+
+
+@pytest.mark.spark
+@pytest.mark.c_extension
+def test_a_decoding_task_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas at its first ``pa.array`` over a Python list or first
+    ``pa.scalar`` (0.4 s of CPU), and a Spark Python worker needs pandas for nothing else:
+    a task's columns on the compiled path (the packets' list columns and ``file`` column
+    among them) and its result rows are made from buffers.  In a fresh interpreter: a
+    capture with SUBSCRIBE and SUBACK decoded, its tables written, the task's row made."""
+    from spark_scenarios import CLIENT, SERVER, Step, flow, write_capture
+
+    steps = [
+        Step("a", CLIENT, mw.Connect("a", protocol_version=5)),
+        Step("a", SERVER, mw.ConnAck()),
+        Step("a", CLIENT, mw.Subscribe(1, [mw.Subscription("t/#", qos=1),
+                                           mw.Subscription("u/+")])),
+        Step("a", SERVER, mw.SubAck(1, [1, 0x80])),
+        Step("a", SERVER, mw.Publish("t/x", b"p", qos=1, packet_id=2)),
+        Step("a", CLIENT, mw.PubAck(2)),
+    ]
+    capture = write_capture(tmp_path / "s.pcapng", {"a": (flow(50001), 5)}, steps).path
+    code = f"""
+import sys
+from mqttwire.spark.decoding import decode_capture
+from mqttwire.spark.parquet import PartFiles
+from mqttwire.spark.tasks import Counters, written_report
+batches = decode_capture(open({str(capture)!r}, "rb"), "s", payload_limit=None)
+rows = [r for b in PartFiles({str(tmp_path / "out")!r}).write(batches) for r in b.to_pylist()]
+assert sorted(r["table"] for r in rows) == ["connections", "messages", "packets"], rows
+assert written_report(Counters()).num_rows == 1
+print("pandas" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "False", done.stdout + done.stderr
