@@ -113,17 +113,15 @@ def columns_batch(buffers: list[Any], n: int, schema: pa.Schema,
 
 
 def _repeated(pa: Any, text: str, n: int) -> Any:
-    """A string column of ``n`` rows of ``text``, made from its buffers.  Not
-    ``pa.repeat(pa.scalar(text))``: pyarrow's first ``scalar`` (or ``array`` over a Python
-    list) imports pandas, to ask whether the value is a pandas object, and a Spark Python
-    worker needs pandas for nothing else (0.4 s of CPU at each worker's start)."""
+    """A string column of ``n`` rows of ``text``: ``pa.repeat`` of the value taken from a
+    one-row array made from its buffers.  Not of ``pa.scalar(text)``: pyarrow's first
+    ``scalar`` (or ``array`` over a Python list) imports pandas, to ask whether the value
+    is a pandas object, and a Spark Python worker needs pandas for nothing else (0.4 s of
+    CPU at each worker's start)."""
     value = text.encode()
-    if not value:
-        offsets = bytes(4 * (n + 1))
-    else:
-        offsets = array("i", range(0, (n + 1) * len(value), len(value))).tobytes()
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
-                                                  pa.py_buffer(value * n)])
+    one = pa.Array.from_buffers(pa.string(), 1, [
+        None, pa.py_buffer(array("i", [0, len(value)])), pa.py_buffer(value)])
+    return pa.repeat(one[0], n)
 
 
 #: array module type codes of the list columns' integer items.
