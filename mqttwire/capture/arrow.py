@@ -21,7 +21,6 @@ import importlib
 import os
 from array import array
 from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -124,38 +123,24 @@ def _repeated(pa: Any, text: str, n: int) -> Any:
     return pa.repeat(one[0], n)
 
 
-#: array module type codes of the list columns' integer items.
-_ITEM_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q"}
-
-
 def _list_column(pa: Any, type_: Any, n: int, rows: dict[int, list[Any]]) -> Any:
     """A list column of ``n`` rows, ``rows`` the lists by row number (the other rows
     null), made from its buffers, as :func:`_repeated` makes its column: not by
-    ``pa.array``, which imports pandas."""
+    ``pa.array``, which imports pandas.  The items' column is
+    :func:`mqttwire.spark.columns.arrays`'s (the compiled buffers)."""
     validity = bytearray((n + 7) // 8)
     offsets = array("i")
     items: list[Any] = []
-    valid = 0
-    for i in range(n):
-        offsets.append(len(items))
-        value = rows.get(i)
-        if value is not None:
-            validity[i >> 3] |= 1 << (i & 7)
-            items.extend(value)
-            valid += 1
-    offsets.append(len(items))
-    item_type = type_.value_type
-    if pa.types.is_string(item_type):
-        data = [item.encode() for item in items]
-        ends = array("i", [0])
-        ends.extend(accumulate(map(len, data)))
-        child = pa.Array.from_buffers(item_type, len(items), [
-            None, pa.py_buffer(ends), pa.py_buffer(b"".join(data))])
-    else:
-        child = pa.Array.from_buffers(item_type, len(items), [
-            None, pa.py_buffer(array(_ITEM_CODES[str(item_type)], items))])
+    for i, value in sorted(rows.items()):
+        # Rows up to i start where the items so far end (the null rows are empty).
+        offsets.extend([len(items)] * (i + 1 - len(offsets)))
+        validity[i >> 3] |= 1 << (i & 7)
+        items.extend(value)
+    offsets.extend([len(items)] * (n + 1 - len(offsets)))
+    (child,) = _module("mqttwire.spark.columns").arrays(
+        items, [items], pa.schema([("item", type_.value_type)]))
     return pa.Array.from_buffers(type_, n, [pa.py_buffer(validity), pa.py_buffer(offsets)],
-                                 null_count=n - valid, children=[child])
+                                 null_count=n - len(rows), children=[child])
 
 
 def chain_files(chain: FileChain) -> Callable[[pa.Array], pa.Array]:
