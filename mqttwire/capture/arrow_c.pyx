@@ -750,6 +750,23 @@ cdef class PacketColumns:
         self.n = i + 1
         return 0
 
+    cdef bint direct_only(self, PyObject* ts) except -1:
+        """Whether :meth:`take_direct` of a packet of this time would read nothing of its
+        record's fields but the context ones: no derived tables to take them, and the
+        packets layout, which :meth:`_direct_row` writes from C values when the time is
+        None or an int it can convert (else :meth:`row` writes the row, or reports the
+        error, from the fields).  The compiled loop then makes no Python value for the
+        packet."""
+        cdef int overflow = 0
+        if self.tables is not None or not self.fixed or ts == NULL:
+            return False
+        if ts == Py_None or ts == <PyObject*>self.ts_obj:
+            return True
+        if type(<object>ts) is not int:
+            return False
+        long_value(<object>ts, &overflow)
+        return not overflow
+
     cdef bint take_direct(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
                           long long offset, Py_ssize_t length, Py_ssize_t cut) except -1:
         """:meth:`take_row` of a packet that the compiled loop read itself

@@ -787,7 +787,8 @@ cdef class FastReader:
         cdef object conn, frame, packet, offset_obj, length_obj, flags, qos_obj
         cdef object pid_obj, topic, payload_length, cut, code_obj
         cdef long long level, frame_no = self.index
-        cdef Py_ssize_t cut_size = -1
+        cdef Py_ssize_t cut_size
+        cdef bint bare
         decoder = <object>_get(direction, D_DEC)
         if first == count or type(decoder) is not _Decoder:
             return first
@@ -813,45 +814,52 @@ cdef class FastReader:
         v[F_TOPIC_FILTERS] = v[F_REASON_CODES] = v[F_PROPERTIES] = Py_None
         v[F_ERROR] = v[F_ERROR_OFFSET] = v[F_END_REASON] = Py_None
         v[F_PACKET] = Py_None  # made only where a Record of it is needed
+        # Without derived tables (packets_table) the sink writes the row from the C
+        # values alone: then no Python value is made for a packet (its fields stay None).
+        bare = self.sink.direct_only(v[F_TS])
+        if bare:
+            v[F_PACKET_ID] = v[F_QOS] = v[F_RETAIN] = v[F_DUP] = v[F_TOPIC] = Py_None
+            v[F_PAYLOAD_LENGTH] = v[F_PAYLOAD] = v[F_REASON_CODE] = Py_None
+            v[F_STREAM_OFFSET] = v[F_LENGTH] = v[F_FLAGS] = v[F_PACKET_TYPE] = Py_None
         for i in range(first, count):
             q = d + (self.fr_start[i] - offset)
             if not read_direct(q, self.fr_size[i], version, _PUBACK_OK, &r):
                 return i
-            pid_obj = PyLong_FromLong(r.packet_id) if r.packet_id else None
-            v[F_PACKET_ID] = <PyObject*>pid_obj
-            if r.ptype == 3:
-                topic = cached_topic(self.topics, TOPIC_BITS, q + r.topic, r.topic_size)
-                qos_obj = PyLong_FromLong(r.qos)
-                payload_length = PyLong_FromSsize_t(r.payload_size)
-                cut_size = -1 if limit < 0 else min(limit, r.payload_size)
-                cut = None if limit < 0 else PyBytes_FromStringAndSize(
-                    <const char*>q + r.payload, cut_size)
-                v[F_QOS] = <PyObject*>qos_obj
-                v[F_RETAIN] = Py_True if r.retain else Py_False
-                v[F_TOPIC] = <PyObject*>topic
-                v[F_PAYLOAD_LENGTH] = <PyObject*>payload_length
-                v[F_PAYLOAD] = <PyObject*>cut
-                v[F_DUP] = Py_False
-                v[F_REASON_CODE] = Py_None
-            else:
-                cut_size = -1
-                code_obj = PyLong_FromLong(r.code)
-                v[F_QOS] = v[F_RETAIN] = v[F_DUP] = v[F_TOPIC] = Py_None
-                v[F_PAYLOAD_LENGTH] = v[F_PAYLOAD] = Py_None
-                v[F_REASON_CODE] = <PyObject*>code_obj
-            offset_obj = PyLong_FromLongLong(self.fr_start[i])
-            length_obj = PyLong_FromSsize_t(self.fr_size[i])
-            flags = PyLong_FromLong(q[0] & 0x0F)
-            v[F_STREAM_OFFSET] = <PyObject*>offset_obj
-            v[F_LENGTH] = <PyObject*>length_obj
-            v[F_FLAGS] = <PyObject*>flags
-            v[F_PACKET_TYPE] = <PyObject*>_NAMES[r.ptype]
+            cut_size = -1 if r.ptype != 3 or limit < 0 else min(limit, r.payload_size)
+            if not bare:
+                pid_obj = PyLong_FromLong(r.packet_id) if r.packet_id else None
+                v[F_PACKET_ID] = <PyObject*>pid_obj
+                if r.ptype == 3:
+                    topic = cached_topic(self.topics, TOPIC_BITS, q + r.topic, r.topic_size)
+                    qos_obj = PyLong_FromLong(r.qos)
+                    payload_length = PyLong_FromSsize_t(r.payload_size)
+                    cut = None if cut_size < 0 else PyBytes_FromStringAndSize(
+                        <const char*>q + r.payload, cut_size)
+                    v[F_QOS] = <PyObject*>qos_obj
+                    v[F_RETAIN] = Py_True if r.retain else Py_False
+                    v[F_TOPIC] = <PyObject*>topic
+                    v[F_PAYLOAD_LENGTH] = <PyObject*>payload_length
+                    v[F_PAYLOAD] = <PyObject*>cut
+                    v[F_DUP] = Py_False
+                    v[F_REASON_CODE] = Py_None
+                else:
+                    code_obj = PyLong_FromLong(r.code)
+                    v[F_QOS] = v[F_RETAIN] = v[F_DUP] = v[F_TOPIC] = Py_None
+                    v[F_PAYLOAD_LENGTH] = v[F_PAYLOAD] = Py_None
+                    v[F_REASON_CODE] = <PyObject*>code_obj
+                offset_obj = PyLong_FromLongLong(self.fr_start[i])
+                length_obj = PyLong_FromSsize_t(self.fr_size[i])
+                flags = PyLong_FromLong(q[0] & 0x0F)
+                v[F_STREAM_OFFSET] = <PyObject*>offset_obj
+                v[F_LENGTH] = <PyObject*>length_obj
+                v[F_FLAGS] = <PyObject*>flags
+                v[F_PACKET_TYPE] = <PyObject*>_NAMES[r.ptype]
             # As StreamDecoder._parse leaves it after the packet.
             dec._consumed += self.fr_size[i]
             self.direct += 1
             if PyList_GET_SIZE(self.out):
                 self._drain()
-            # The packets row from these C values, the derived tables from v.
+            # The packets row from these C values, the derived tables from v (bare: none).
             if not self.sink.take_direct(v, q, &r, frame_no, self.fr_start[i],
                                          self.fr_size[i], cut_size):
                 # The derived tables need its Record: with the packet, as the decoder
