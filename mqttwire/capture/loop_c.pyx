@@ -44,14 +44,8 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 
 # The C API declarations, shared with the codec (mqttwire/_cdefs.pxd).
-from .._cdefs cimport (
-    Py_False,
-    Py_None,
-    Py_True,
-    long_value,
-    object_slot_offset,
-    read_varint,
-)
+from .._cdefs cimport (Py_False, Py_None, Py_True, long_value, object_slot_offset,
+                       read_varint)
 from .._cdefs cimport slot_get as _get, slot_put as _put
 # The codec's packet classes, whose fields _records reads as C struct members, without
 # an attribute look-up each, and its stream decoder, whose state _direct checks
@@ -789,6 +783,7 @@ cdef class FastReader:
         cdef long long level, frame_no = self.index
         cdef Py_ssize_t cut_size
         cdef bint bare
+        memset(v, 0, sizeof(v))  # a field not set below is never read
         decoder = <object>_get(direction, D_DEC)
         if first == count or type(decoder) is not _Decoder:
             return first
@@ -815,12 +810,8 @@ cdef class FastReader:
         v[F_ERROR] = v[F_ERROR_OFFSET] = v[F_END_REASON] = Py_None
         v[F_PACKET] = Py_None  # made only where a Record of it is needed
         # Without derived tables (packets_table) the sink writes the row from the C
-        # values alone: then no Python value is made for a packet (its fields stay None).
+        # values alone: then no Python value is made for a packet (its fields stay NULL).
         bare = self.sink.direct_only(v[F_TS])
-        if bare:
-            v[F_PACKET_ID] = v[F_QOS] = v[F_RETAIN] = v[F_DUP] = v[F_TOPIC] = Py_None
-            v[F_PAYLOAD_LENGTH] = v[F_PAYLOAD] = v[F_REASON_CODE] = Py_None
-            v[F_STREAM_OFFSET] = v[F_LENGTH] = v[F_FLAGS] = v[F_PACKET_TYPE] = Py_None
         for i in range(first, count):
             q = d + (self.fr_start[i] - offset)
             if not read_direct(q, self.fr_size[i], version, _PUBACK_OK, &r):
