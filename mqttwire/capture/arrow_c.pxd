@@ -75,6 +75,7 @@ cdef class PacketColumns:
     cdef int _message_row(self, PyObject** v) except -1
     cdef int _direct_row(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
                          long long offset, Py_ssize_t length, Py_ssize_t cut) except -1
+    cdef bint _time(self, PyObject* ts) except -1
     cdef bint direct_only(self, PyObject* ts) except -1
     cdef bint take_direct(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
                           long long offset, Py_ssize_t length, Py_ssize_t cut) except -1

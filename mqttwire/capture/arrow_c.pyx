@@ -685,20 +685,8 @@ cdef class PacketColumns:
         cdef Col* c = self.cols
         cdef Ctx* e
         cdef PyObject* ts = v[F_TS]
-        cdef int overflow = 0
-        cdef long long t
-        if not self.fixed or ts == NULL:
-            return self.row(v)
-        if ts != Py_None and ts != <PyObject*>self.ts_obj:
-            # A frame's packets share their time: converted once (the object kept, so
-            # that its address is never a later one's).
-            if type(<object>ts) is not int:
-                return self.row(v)  # (its error)
-            t = long_value(<object>ts, &overflow)
-            if overflow:
-                return self.row(v)  # (its error)
-            self.ts_obj = <object>ts
-            self.ts_val = t
+        if not self.fixed or not self._time(ts):
+            return self.row(v)  # (its error, for a time it cannot hold)
         if i == self.cap:
             self._room(2 * self.cap)
         self.packets += 1
@@ -750,22 +738,32 @@ cdef class PacketColumns:
         self.n = i + 1
         return 0
 
-    cdef bint direct_only(self, PyObject* ts) except -1:
-        """Whether :meth:`take_direct` of a packet of this time would read nothing of its
-        record's fields but the context ones: no derived tables to take them, and the
-        packets layout, which :meth:`_direct_row` writes from C values when the time is
-        None or an int it can convert (else :meth:`row` writes the row, or reports the
-        error, from the fields).  The compiled loop then makes no Python value for the
-        packet."""
+    cdef bint _time(self, PyObject* ts) except -1:
+        """Whether ``ts`` (a record's time) is None or an int that the packets layout's
+        time columns hold, converted (``ts_val``); else :meth:`row` must write the row.
+        A frame's packets share their time: converted once (the object kept, so that its
+        address is never a later one's)."""
         cdef int overflow = 0
-        if self.tables is not None or not self.fixed or ts == NULL:
+        cdef long long t
+        if ts == NULL:
             return False
         if ts == Py_None or ts == <PyObject*>self.ts_obj:
             return True
         if type(<object>ts) is not int:
             return False
-        long_value(<object>ts, &overflow)
-        return not overflow
+        t = long_value(<object>ts, &overflow)
+        if overflow:
+            return False
+        self.ts_obj = <object>ts
+        self.ts_val = t
+        return True
+
+    cdef bint direct_only(self, PyObject* ts) except -1:
+        """Whether :meth:`take_direct` of a packet of this time would read nothing of its
+        record's fields but the context ones: no derived tables to take them, and
+        :meth:`_direct_row` writing from C values (the packets layout, a time it holds).
+        The compiled loop then makes no Python value for the packet."""
+        return self.tables is None and self.fixed and self._time(ts)
 
     cdef bint take_direct(self, PyObject** v, const uint8_t* q, Direct* r, long long frame,
                           long long offset, Py_ssize_t length, Py_ssize_t cut) except -1:
