@@ -82,12 +82,13 @@ class Mosquitto:
         time.sleep(pause)
         self.start()
 
-    def wait_for(self, text: str, job: Job, timeout: float = 30) -> None:
-        """Until ``text`` is in the log; failing if ``job`` ends first."""
+    def wait_for(self, text: str, job: Job, timeout: float = 30, count: int = 1) -> None:
+        """Until ``text`` is in the log ``count`` times; failing if ``job`` ends first."""
         deadline = time.monotonic() + timeout
-        while text not in self.log_text():
+        while self.log_text().count(text) < count:
             if time.monotonic() > deadline or job.ended():
-                raise TimeoutError(f"{text!r} not in the Mosquitto log:\n{self.log_text()}"
+                raise TimeoutError(f"{text!r} not {count} times in the Mosquitto log:\n"
+                                   f"{self.log_text()}"
                                    f"\nthe query's log:\n{job.log_tail()}")
             time.sleep(0.1)
 

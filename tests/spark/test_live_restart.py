@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from live_brokers import mosquitto
 from local_servers import HOST
-from test_live import TIMEOUT, Job, ident, rows
+from test_live import START_TIMEOUT, TIMEOUT, Job, ident, rows
 
 pytestmark = [pytest.mark.interop]
 
@@ -324,7 +324,8 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         gate = threading.Event()
         try:
             # 1. Killed between the commits.
-            wait_until(lambda: (out / "_spark_metadata" / "0").exists(), job, 120)
+            wait_until(lambda: (out / "_spark_metadata" / "0").exists(), job,
+                       START_TIMEOUT)
             threads = [threading.Thread(target=p.run, args=(600, 200)) for p in publishers]
             for t in threads:
                 t.start()
@@ -338,7 +339,8 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
             received_before_kill = b.log_text().count("Sending PUBLISH to restart-job")
             # 2. Restarted.
             job.start(tmp / "job-2.log")
-            wait_until(lambda: b.log_text().count("as restart-job (p5, c0") >= 2, job, 120)
+            wait_until(lambda: b.log_text().count("as restart-job (p5, c0") >= 2, job,
+                       START_TIMEOUT)
             for t in threads:
                 t.join(TIMEOUT)
             ledger_before = set().union(*(p.ledger for p in publishers))
