@@ -153,9 +153,9 @@ print("pure wheel:", wheel)
 EOF
     # The wheel's dependencies and the test, spark and bench extras (pip's cache makes a
     # second pyspark install cheap); --force-reinstall of mqttwire alone, for a changed
-    # tree.
-    "$VENV_PY" -m pip install --quiet "$wheel[test,spark,bench]"
-    "$VENV_PY" -m pip install --quiet --no-deps --force-reinstall "$wheel"
+    # tree; --no-compile as in install_editable (scripts/_venv.sh).
+    "$VENV_PY" -m pip install --quiet --no-compile "$wheel[test,spark,bench]"
+    "$VENV_PY" -m pip install --quiet --no-compile --no-deps --force-reinstall "$wheel"
 }
 
 failed=0

@@ -221,8 +221,8 @@ def test_installed_wheel_imports_its_compiled_modules(
     modules from site-packages, the compiled ones compiled: a module left out of the wheel,
     or a compiled module that fails to load (and a silent fallback to _pure), fails here."""
     venv = _new_venv(wheel_python, tmp_path)
-    _run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", wheel], cwd=tmp_path,
-         timeout=600)
+    _run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-compile", wheel],
+         cwd=tmp_path, timeout=600)
     modules = sorted(
         p.relative_to(sdist.source).with_suffix("").as_posix().replace("/", ".")
         .removesuffix(".__init__")
@@ -310,9 +310,13 @@ def _release_test(python: Path, wheel: Path, source: Path, tmp_path: Path) -> st
     its test-sources; return the command and pytest's summary line."""
     venv = _new_venv(python, tmp_path)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
-    # The wheel file itself, with the test extra's dependencies from the index.
+    # The wheel file itself, with the test extra's dependencies from the index.  Not
+    # byte-compiled by pip (cibuildwheel's install is): what the tests import is compiled
+    # as it is imported, and pip's compiling of every module of pyspark, pandas... took
+    # twice the rest of this install (scripts/_venv.sh, install_editable).
     _run(
-        [bin_dir / "python", "-m", "pip", "install", "--quiet", f"{wheel}[test]"],
+        [bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-compile",
+         f"{wheel}[test]"],
         cwd=tmp_path,
         timeout=900,
     )
