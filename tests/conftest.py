@@ -8,6 +8,9 @@ not a skip: pass ``--no-c-extensions`` to leave the Cython items out on purpose.
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -19,6 +22,36 @@ import pytest
 # source tree, where there is no mqttwire/ folder.  (A checkout always collects them.)
 if not (Path(__file__).resolve().parent.parent / "mqttwire").is_dir():
     collect_ignore = ["codec/test_includes.py", "test_layout.py", "test_tools.py"]
+
+
+#: The Spark settings of the JVMs that the tests start (the drivers of the tests' own
+#: sessions, of the command line's and the live jobs' processes, Spark Connect's server):
+#: the just-in-time compiler stopped at its first tier, as in the pipeline's own local
+#: runs (mqttwire.spark.run.QUICK_JIT).  They live seconds, too short for the optimising
+#: compiler to pay back its CPU, and on two cores that CPU is the suite's time:
+#: tests/spark/test_small_files.py and test_folders.py together took 153 and 156 s of
+#: the machine's CPU without, 105 and 109 s with (96 and 79 s of wall; 2026-11-30).  What
+#: a Java program does is the same at every tier of the compiler.  Spark prepends these
+#: options to the JVM options a session sets itself (spark.driver.extraJavaOptions).
+SPARK_TEST_DEFAULTS = ("spark.driver.defaultJavaOptions -XX:TieredStopAtLevel=1\n"
+                       "spark.executor.defaultJavaOptions -XX:TieredStopAtLevel=1\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A Spark configuration folder of the run's own (SPARK_CONF_DIR), holding
+    SPARK_TEST_DEFAULTS, unless SPARK_CONF_DIR is set: by the caller, or for a
+    pytest-xdist worker by the run that started it."""
+    if os.environ.get("SPARK_CONF_DIR"):
+        return
+    folder = tempfile.mkdtemp(prefix="mqttwire-tests-spark-conf-")
+    Path(folder, "spark-defaults.conf").write_text(SPARK_TEST_DEFAULTS)
+    os.environ["SPARK_CONF_DIR"] = folder
+
+    def remove() -> None:
+        os.environ.pop("SPARK_CONF_DIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    config.add_cleanup(remove)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

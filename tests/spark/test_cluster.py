@@ -80,6 +80,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     find_java()  # the autouse fixture has skipped already if there is none
     logs = tmp_path_factory.mktemp("cluster")
     env = dict(os.environ, SPARK_LOCAL_IP=HOST, PYSPARK_PYTHON=sys.executable)
+    # The daemons' JVMs with the compiler of the test run's other JVMs (tests/conftest.py,
+    # SPARK_TEST_DEFAULTS): their options come from here, not from spark-defaults.conf.
+    env.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
     port, ui = free_port(), free_port()
     url = f"spark://{HOST}:{port}"
     procs = [_spark_class("org.apache.spark.deploy.master.Master", "--host", HOST,
@@ -123,8 +126,11 @@ def cluster_run(cluster: str, captures: Any, local_run: Any,
     out, events, conf = top / "out", top / "events", top / "conf"
     events.mkdir()
     conf.mkdir()
+    # The test run's settings (tests/conftest.py, SPARK_TEST_DEFAULTS), and this run's.
+    run_defaults = Path(os.environ.get("SPARK_CONF_DIR") or conf, "spark-defaults.conf")
     (conf / "spark-defaults.conf").write_text(
-        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
+        (run_defaults.read_text() if run_defaults.is_file() else "")
+        + f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
         "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n"
         # Both executors up before the first job, so that its tasks can use both.
         "spark.scheduler.minRegisteredResourcesRatio 1.0\n")

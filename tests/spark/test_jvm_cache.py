@@ -21,6 +21,10 @@ def _pipeline(capture: Path, out: Path, cache: Path) -> subprocess.CompletedProc
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("PYSPARK_SUBMIT_ARGS", None)
+    # Not the test run's Spark settings (tests/conftest.py): Spark puts its configuration
+    # folder on the driver's class path, and Java writes no class archive for a class
+    # path with a non-empty folder on it ("Cannot have non-empty directory in paths").
+    env.pop("SPARK_CONF_DIR", None)
     return subprocess.run(
         [sys.executable, "-m", "mqttwire", "pipeline", str(capture), "--out", str(out),
          "--master", "local[1]", "--progress", "0", "--jvm-cache", str(cache)],
