@@ -362,3 +362,6 @@ def run_pipeline(options: PipelineOptions, *, spark: SparkSession | None = None,
                 print(f"mqttwire: the JVM's class archive {archive.path} was not written "
                       f"(the JVM did not write a usable one); the next run tries again",
                       file=sys.stderr)
+            elif archive.unwritable is not None:
+                print(f"mqttwire: no class archive written (--jvm-cache): "
+                      f"{archive.unwritable}", file=sys.stderr)

@@ -32,7 +32,7 @@ __all__ = ["ClassArchive", "JavaMissing", "MasterError", "WorkerPythonError",
            "connect_session",
            "cores_of", "default_master", "find_java", "is_connect", "is_on_this_host",
            "jvm_lines_hidden",
-           "make_session", "master_of", "under_spark_submit"]
+           "make_session", "master_of", "spark_conf_dir", "under_spark_submit"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -286,8 +286,8 @@ def busy_jars_first(conf: dict[str, str] | None = None) -> str | None:
     from pyspark.find_spark_home import _find_spark_home
 
     home = _find_spark_home()
-    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
-    with contextlib.suppress(OSError), open(os.path.join(conf_dir, "spark-defaults.conf"),
+    with contextlib.suppress(OSError), open(os.path.join(spark_conf_dir(),
+                                                         "spark-defaults.conf"),
                                             encoding="utf-8", errors="replace") as defaults:
         if any(line.split(None, 1)[:1] == [key] for line in defaults):
             return None
@@ -302,6 +302,15 @@ def busy_jars_first(conf: dict[str, str] | None = None) -> str | None:
         return None
     found = [by_artifact[artifact] for artifact in BUSY_JARS if artifact in by_artifact]
     return os.pathsep.join(found) or None
+
+
+def spark_conf_dir() -> str:
+    """Spark's configuration folder: where its launcher reads spark-defaults.conf, and
+    the first entry of the driver's class path (SPARK_CONF_DIR, else the Spark home's
+    conf/, which pip's pyspark does not have)."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    return os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
 
 
 def _settings(master: str | None, conf: dict[str, str] | None) -> dict[str, str]:
@@ -435,12 +444,18 @@ class ClassArchive:
     (written under a name of this process's, so that runs at once never read or write a
     half-written archive; kept only if a JVM starts with it: :func:`usable_archive`).  A
     JVM that cannot map an archive (another class path, say) runs without it.
+
+    Java writes no archive while a folder on the class path holds files ("Cannot have
+    non-empty directory in paths", as the JVM exits), and Spark puts its configuration
+    folder there (:func:`spark_conf_dir`): with files in it, none is asked for, and
+    :attr:`unwritable` says why.
     """
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.path = os.path.join(directory, f"spark-{_runtime_key()}.jsa")
         self.writing: str | None = None  # the archive the JVM is asked to write at exit
+        self.unwritable: str | None = None  # why none was asked for, when so
 
     def __repr__(self) -> str:
         return f"ClassArchive({self.path!r}, {'writing' if self.writing else 'reading'})"
@@ -452,6 +467,13 @@ class ClassArchive:
         quiet = "-Xlog:cds*=off"
         if os.path.isfile(self.path):
             return f"{_quoted('-XX:SharedArchiveFile=' + self.path)} {quiet}"
+        folder = spark_conf_dir()
+        with contextlib.suppress(OSError):
+            if os.listdir(folder):
+                self.unwritable = (f"Spark's configuration folder {folder} holds files, and "
+                                   "Java writes no class archive while a folder on the "
+                                   "class path does (Spark puts that one first)")
+                return quiet
         os.makedirs(self.directory, exist_ok=True)
         self.writing = f"{self.path}.{os.getpid()}.part"
         return f"{_quoted('-XX:ArchiveClassesAtExit=' + self.writing)} {quiet}"

@@ -263,6 +263,7 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     from mqttwire.spark.startup import ClassArchive
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))  # none: nothing in it
     archive = ClassArchive(str(tmp_path / "cache"))
     assert archive.path.startswith(str(tmp_path / "cache" / "spark-"))
     assert archive.path.endswith(".jsa")
@@ -282,6 +283,34 @@ def test_class_archive_option_reads_or_writes(monkeypatch: pytest.MonkeyPatch,
     assert options.session_conf(again) == {
         **NO_UI, **INTERPRETED_PLANS,
         "spark.driver.extraJavaOptions": f"{QUICK_JIT} {again.java_option()}"}
+
+
+@pytest.mark.spark
+def test_no_class_archive_asked_for_with_files_in_sparks_conf_folder(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Spark puts its configuration folder first on the driver's class path, and Java
+    writes no archive while a class-path folder holds files (found as the JVM exits,
+    after every run): with files there, no archive is asked for, and the reason is kept
+    for the run to say.  An archive that is there is still mapped."""
+    from mqttwire.spark.startup import ClassArchive
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    empty = ClassArchive(str(tmp_path / "cache"))
+    assert empty.java_option().startswith("-XX:ArchiveClassesAtExit=")  # an empty folder
+    assert empty.unwritable is None
+    (conf / "spark-defaults.conf").write_text("spark.driver.memory 2g\n")
+    archive = ClassArchive(str(tmp_path / "cache"))
+    assert archive.java_option() == "-Xlog:cds*=off"
+    assert archive.writing is None and archive.finish() is False
+    assert archive.unwritable == (
+        f"Spark's configuration folder {conf} holds files, and Java writes no class "
+        "archive while a folder on the class path does (Spark puts that one first)")
+    Path(archive.path).write_bytes(b"x")
+    assert ClassArchive(str(tmp_path / "cache")).java_option() == (
+        f"-XX:SharedArchiveFile={archive.path} -Xlog:cds*=off")
 
 
 def _result(files: int, bad: int) -> PipelineResult:

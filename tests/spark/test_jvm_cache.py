@@ -21,9 +21,8 @@ def _pipeline(capture: Path, out: Path, cache: Path) -> subprocess.CompletedProc
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("PYSPARK_SUBMIT_ARGS", None)
-    # Not the test run's Spark settings (tests/conftest.py): Spark puts its configuration
-    # folder on the driver's class path, and Java writes no class archive for a class
-    # path with a non-empty folder on it ("Cannot have non-empty directory in paths").
+    # Not the test run's Spark settings (tests/conftest.py): with files in Spark's
+    # configuration folder no archive is written (ClassArchive.unwritable, test_cli.py).
     env.pop("SPARK_CONF_DIR", None)
     return subprocess.run(
         [sys.executable, "-m", "mqttwire", "pipeline", str(capture), "--out", str(out),
