@@ -43,9 +43,9 @@ install_editable() {
     # Build with the Cython that CI pins: pip applies PIP_BUILD_CONSTRAINT to the isolated
     # build environment (pip >= 25.3; PIP_CONSTRAINT no longer reaches it when this is set).
     # --no-compile: pip would byte-compile every module it installs (pyspark's, pandas'...),
-    # most never imported; Python compiles a module on its first import.  For the test
-    # extra into a new CPython 3.13 venv: 25 and 33 s without, 58 and 70 s with (a quiet
-    # two-core machine, 2026-11-30).
+    # most never imported; Python compiles a module on its first import.  The test extra
+    # into a new CPython 3.13 venv took 25 and 33 s with --no-compile, 58 and 70 s
+    # without (a quiet two-core machine, 2026-11-30).
     PIP_BUILD_CONSTRAINT=$PWD/requirements/cython.txt \
         "$VENV_PY" -m pip install --quiet --no-compile --editable "$target"
 }

@@ -461,7 +461,8 @@ class ClassArchive:
         return f"ClassArchive({self.path!r}, {'writing' if self.writing else 'reading'})"
 
     def java_option(self) -> str:
-        """The JVM option that maps the archive, or that writes it at exit."""
+        """The JVM option that maps the archive, or that writes it at exit; where none
+        can be written (:attr:`unwritable`), the JVM's CDS log off alone."""
         # Without its log, the JVM names every class it leaves out of an archive (signed
         # jars, old class files: hundreds of lines) and warns when it cannot map one.
         quiet = "-Xlog:cds*=off"
