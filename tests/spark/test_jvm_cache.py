@@ -21,9 +21,6 @@ def _pipeline(capture: Path, out: Path, cache: Path) -> subprocess.CompletedProc
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.pop("PYSPARK_SUBMIT_ARGS", None)
-    # Not the test run's Spark settings (tests/conftest.py): with files in Spark's
-    # configuration folder no archive is written (ClassArchive.unwritable, test_cli.py).
-    env.pop("SPARK_CONF_DIR", None)
     return subprocess.run(
         [sys.executable, "-m", "mqttwire", "pipeline", str(capture), "--out", str(out),
          "--master", "local[1]", "--progress", "0", "--jvm-cache", str(cache)],
@@ -32,6 +29,10 @@ def _pipeline(capture: Path, out: Path, cache: Path) -> subprocess.CompletedProc
 
 def test_first_run_writes_the_archive_and_the_next_maps_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not the test run's Spark settings (tests/conftest.py), here or in the runs: with
+    # files in Spark's configuration folder no archive is asked for
+    # (ClassArchive.unwritable, test_cli.py).
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
     capture = capture_b(tmp_path / "b.pcap").path
     cache = tmp_path / "jvm cache"  # a space: the JVM option is quoted for Spark
     first = _pipeline(capture, tmp_path / "one", cache)
